@@ -473,8 +473,8 @@ mod tests {
             h.feed(0, seq);
         }
         h.feed(1, 5004); // 5003 lost in the crash
-        // The restarted peer counts from zero under a new epoch. Too soon
-        // after the old epoch was heard: could be a straggler, dropped.
+                         // The restarted peer counts from zero under a new epoch. Too soon
+                         // after the old epoch was heard: could be a straggler, dropped.
         assert_eq!(
             h.feed_from(50, 8, 0),
             Verdict::Dropped(DropReason::ForeignEpoch)
@@ -502,7 +502,10 @@ mod tests {
         let t = Instant::now();
         buf.handle_packet(t, EPOCH, Seq(0), b"a");
         buf.handle_packet(t, EPOCH, Seq(2), b"c");
-        assert_eq!(buf.handle_packet(t, EPOCH, Seq(1), b"b"), Verdict::DeliverNow);
+        assert_eq!(
+            buf.handle_packet(t, EPOCH, Seq(1), b"b"),
+            Verdict::DeliverNow
+        );
         // "c" is released but not taken; "d" must queue behind it.
         assert_eq!(buf.handle_packet(t, EPOCH, Seq(3), b"d"), Verdict::Buffered);
         assert_eq!(buf.poll_release().as_deref(), Some(&b"c"[..]));

@@ -34,7 +34,10 @@ impl Sender {
     /// Pick a path among the `usable` ones for the next data packet and
     /// return it with the trailer to append; `None` when no path is usable
     /// (the packet is dropped: there is nowhere to send it).
-    pub fn handle_outbound(&mut self, usable: impl Fn(PathId) -> bool) -> Option<(PathId, Trailer)> {
+    pub fn handle_outbound(
+        &mut self,
+        usable: impl Fn(PathId) -> bool,
+    ) -> Option<(PathId, Trailer)> {
         let path = self.scheduler.pick(usable)?;
         let slot = &mut self.path_seq[path.index()];
         let trailer = Trailer {

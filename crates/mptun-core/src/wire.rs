@@ -157,10 +157,7 @@ mod tests {
         );
         let mut bad = GOLDEN;
         bad[15] = 0x21;
-        assert_eq!(
-            Trailer::decode_suffix(&bad),
-            Err(WireError::UnknownVersion)
-        );
+        assert_eq!(Trailer::decode_suffix(&bad), Err(WireError::UnknownVersion));
         bad[15] = 0x1f;
         assert_eq!(Trailer::decode_suffix(&bad), Err(WireError::UnknownKind));
         bad = GOLDEN;

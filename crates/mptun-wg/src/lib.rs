@@ -1,1 +1,240 @@
+//! One WireGuard session per mptun path, on boringtun.
+//!
+//! Each path gets its own [`PathSession`] (its own handshake, keys, replay
+//! window and keepalive) because boringtun's replay window is 1024 packets:
+//! one session striped over paths of unequal delay would overflow it. The
+//! session hides boringtun's calling conventions (the "decapsulate again
+//! with an empty datagram until `Done`" loop, the minimum buffer sizes) and
+//! finds mptun's trailer in the authenticated plaintext.
 
+pub mod keys;
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use boringtun::noise::errors::WireGuardError;
+use boringtun::noise::{Tunn, TunnResult};
+use boringtun::x25519;
+use mptun_core::{Trailer, WireError};
+
+/// Bytes WireGuard adds to a data packet: 16 of header, 16 of AEAD tag.
+pub const WG_DATA_OVERHEAD: usize = 32;
+
+/// Smallest output buffer boringtun accepts (a handshake initiation).
+const MIN_OUT: usize = 148;
+
+/// Keys and options shared by every path's session.
+#[derive(Clone)]
+pub struct SessionConfig {
+    /// Our static private key.
+    pub private_key: [u8; 32],
+    /// The peer's static public key.
+    pub peer_public_key: [u8; 32],
+    /// Optional pre-shared key, mixed into every handshake.
+    pub preshared_key: Option<[u8; 32]>,
+    /// Send a keepalive after this many idle seconds.
+    pub persistent_keepalive: Option<u16>,
+}
+
+/// Why a datagram was not accepted. `Copy`, to be counted, not logged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpenError {
+    /// Not a WireGuard message: wrong type or length.
+    Malformed,
+    /// Failed authentication: wrong key, bad MAC or AEAD tag, bad timestamp.
+    Unauthenticated,
+    /// A counter already seen or too old for the replay window.
+    Replayed,
+    /// Data for a session this side does not have (e.g. after a restart).
+    NoSession,
+    /// A handshake refused because the rate limiter is under load.
+    UnderLoad,
+    /// Authenticated, but the plaintext does not end with an mptun trailer
+    /// that matches the inner packet's length (a plain WireGuard peer, or a
+    /// peer speaking another trailer version).
+    Trailer(WireError),
+    /// Authenticated, trailer present, but bytes between the inner IP packet
+    /// and the trailer.
+    LengthMismatch,
+}
+
+impl OpenError {
+    fn from_wireguard(e: WireGuardError) -> Self {
+        use WireGuardError as E;
+        match e {
+            E::WrongKey
+            | E::InvalidMac
+            | E::InvalidAeadTag
+            | E::InvalidTai64nTimestamp
+            | E::WrongTai64nTimestamp
+            | E::WrongIndex => OpenError::Unauthenticated,
+            E::InvalidCounter | E::DuplicateCounter => OpenError::Replayed,
+            E::NoCurrentSession | E::ConnectionExpired => OpenError::NoSession,
+            E::UnderLoad => OpenError::UnderLoad,
+            E::DestinationBufferTooSmall
+            | E::IncorrectPacketLength
+            | E::UnexpectedPacket
+            | E::WrongPacketType
+            | E::InvalidPacket
+            | E::LockFailed => OpenError::Malformed,
+        }
+    }
+
+    /// Return a short name for counters and status output.
+    pub fn name(self) -> &'static str {
+        match self {
+            OpenError::Malformed => "malformed",
+            OpenError::Unauthenticated => "unauthenticated",
+            OpenError::Replayed => "replayed",
+            OpenError::NoSession => "no-session",
+            OpenError::UnderLoad => "under-load",
+            OpenError::Trailer(_) => "bad-trailer",
+            OpenError::LengthMismatch => "length-mismatch",
+        }
+    }
+}
+
+/// The result of opening one datagram.
+#[derive(Debug)]
+pub enum Opened<'a> {
+    /// An inner IP packet and the trailer that came with it.
+    Packet {
+        /// The inner IP packet, without the trailer.
+        packet: &'a mut [u8],
+        /// Inner source address, for the allowed-IPs check.
+        source: IpAddr,
+        /// The authenticated trailer.
+        trailer: Trailer,
+    },
+    /// A handshake message, cookie or keepalive: nothing for the TUN device.
+    /// Any replies were already passed to the `send` callback.
+    Control,
+    /// Dropped.
+    Rejected(OpenError),
+}
+
+/// One path's WireGuard session.
+pub struct PathSession {
+    tunn: Tunn,
+}
+
+impl PathSession {
+    /// Create the session of path number `index`.
+    pub fn new(config: &SessionConfig, index: u8) -> Self {
+        let tunn = Tunn::new(
+            x25519::StaticSecret::from(config.private_key),
+            x25519::PublicKey::from(config.peer_public_key),
+            config.preshared_key,
+            config.persistent_keepalive,
+            u32::from(index),
+            // With no shared limiter, boringtun makes one per session and
+            // resets it from `update_timers`.
+            None,
+        );
+        PathSession { tunn }
+    }
+
+    /// Return the size of output buffer `seal` needs for `plaintext_len`.
+    pub fn sealed_len(plaintext_len: usize) -> usize {
+        (plaintext_len + WG_DATA_OVERHEAD).max(MIN_OUT)
+    }
+
+    /// Encrypt `plaintext` (inner packet plus trailer) into `out`; return the
+    /// datagram to send. Without a session yet, boringtun queues the packet
+    /// and the datagram is a handshake initiation instead.
+    ///
+    /// # Panics
+    /// If `out` is shorter than [`sealed_len`](Self::sealed_len).
+    /// `None` when there is nothing to send (a handshake is already under
+    /// way; the packet waits in boringtun's queue).
+    pub fn seal<'a>(&mut self, plaintext: &[u8], out: &'a mut [u8]) -> Option<&'a [u8]> {
+        match self.tunn.encapsulate(plaintext, out) {
+            TunnResult::WriteToNetwork(datagram) => Some(datagram),
+            _ => None,
+        }
+    }
+
+    /// Decrypt a datagram received from `from`. Replies WireGuard owes the
+    /// peer (handshake responses, queued packets now that a session exists)
+    /// are handed to `send` before this returns.
+    pub fn open<'a>(
+        &mut self,
+        from: IpAddr,
+        datagram: &[u8],
+        out: &'a mut [u8],
+        mut send: impl FnMut(&[u8]),
+    ) -> Opened<'a> {
+        let (packet_len, source) = match self.tunn.decapsulate(Some(from), datagram, out) {
+            TunnResult::WriteToTunnelV4(packet, addr) => (packet.len(), IpAddr::V4(addr)),
+            TunnResult::WriteToTunnelV6(packet, addr) => (packet.len(), IpAddr::V6(addr)),
+            TunnResult::WriteToNetwork(reply) => {
+                send(reply);
+                self.flush_queued(out, &mut send);
+                return Opened::Control;
+            }
+            TunnResult::Done => return Opened::Control,
+            TunnResult::Err(e) => return Opened::Rejected(OpenError::from_wireguard(e)),
+        };
+        // boringtun truncates its answer to the IP total length but leaves
+        // the rest of the plaintext, our trailer, in `out` right after it.
+        let plaintext_len = datagram.len().saturating_sub(WG_DATA_OVERHEAD);
+        let Some(plaintext) = out.get_mut(..plaintext_len) else {
+            return Opened::Rejected(OpenError::LengthMismatch);
+        };
+        match Trailer::decode_suffix(plaintext) {
+            Ok((trailer, body_len)) if body_len == packet_len => Opened::Packet {
+                packet: &mut plaintext[..packet_len],
+                source,
+                trailer,
+            },
+            Ok(_) => Opened::Rejected(OpenError::LengthMismatch),
+            Err(e) => Opened::Rejected(OpenError::Trailer(e)),
+        }
+    }
+
+    /// Run WireGuard's timers (handshake retries, rekeying, keepalives); call
+    /// every 250 ms or so. Datagrams to send go to `send`. Returns false when
+    /// the session expired without a new handshake.
+    pub fn tick(&mut self, out: &mut [u8], mut send: impl FnMut(&[u8])) -> bool {
+        match self.tunn.update_timers(out) {
+            TunnResult::WriteToNetwork(datagram) => send(datagram),
+            TunnResult::Err(WireGuardError::ConnectionExpired) => return false,
+            _ => {}
+        }
+        true
+    }
+
+    /// Send a handshake initiation now, rather than on first data.
+    pub fn initiate(&mut self, out: &mut [u8], mut send: impl FnMut(&[u8])) {
+        if let TunnResult::WriteToNetwork(datagram) =
+            self.tunn.format_handshake_initiation(out, false)
+        {
+            send(datagram);
+        }
+    }
+
+    /// Return whether a session is established, i.e. data can be sent.
+    pub fn is_established(&self) -> bool {
+        self.tunn.time_since_last_handshake().is_some()
+    }
+
+    /// Return the time since the last completed handshake, if any.
+    pub fn since_handshake(&self) -> Option<Duration> {
+        self.tunn.time_since_last_handshake()
+    }
+
+    /// Return WireGuard's own estimate of the round-trip time of the last
+    /// handshake, in milliseconds.
+    pub fn handshake_rtt_ms(&self) -> Option<u32> {
+        self.tunn.stats().4
+    }
+
+    fn flush_queued(&mut self, out: &mut [u8], send: &mut impl FnMut(&[u8])) {
+        while let TunnResult::WriteToNetwork(datagram) = self.tunn.decapsulate(None, &[], out) {
+            send(datagram);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,153 @@
+//! Two sessions talking to each other in memory, pinning the boringtun
+//! behaviour the trailer relies on.
+
+use std::net::{IpAddr, Ipv4Addr};
+
+use mptun_core::{Kind, Seq, Trailer, TRAILER_LEN};
+
+use super::*;
+
+const PEER_ADDR: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1));
+
+fn pair() -> (PathSession, PathSession) {
+    let a_key = keys::private_key_from_random([1; 32]);
+    let b_key = keys::private_key_from_random([2; 32]);
+    let a = SessionConfig {
+        private_key: a_key,
+        peer_public_key: keys::public_key(&b_key),
+        preshared_key: Some([9; 32]),
+        persistent_keepalive: None,
+    };
+    let b = SessionConfig {
+        private_key: b_key,
+        peer_public_key: keys::public_key(&a_key),
+        ..a.clone()
+    };
+    (PathSession::new(&a, 0), PathSession::new(&b, 0))
+}
+
+/// Run the handshake by passing datagrams back and forth until quiet.
+fn handshake(a: &mut PathSession, b: &mut PathSession) {
+    let mut out = vec![0u8; 2048];
+    let mut to_b: Vec<Vec<u8>> = Vec::new();
+    a.initiate(&mut out, |d| to_b.push(d.to_vec()));
+    for _ in 0..4 {
+        let mut to_a = Vec::new();
+        for d in to_b.drain(..) {
+            b.open(PEER_ADDR, &d, &mut out, |r| to_a.push(r.to_vec()));
+        }
+        for d in to_a {
+            a.open(PEER_ADDR, &d, &mut out, |r| to_b.push(r.to_vec()));
+        }
+    }
+    assert!(a.is_established() && b.is_established());
+}
+
+/// A minimal IPv4 header with the given total length, then zero payload.
+fn ipv4_packet(total_len: u16) -> Vec<u8> {
+    let mut p = vec![0u8; usize::from(total_len)];
+    p[0] = 0x45;
+    p[2..4].copy_from_slice(&total_len.to_be_bytes());
+    p[12..16].copy_from_slice(&[10, 77, 0, 1]);
+    p[16..20].copy_from_slice(&[10, 77, 0, 2]);
+    p
+}
+
+fn sample_trailer() -> Trailer {
+    Trailer {
+        seq: Seq(0xfeed_f00d),
+        path_seq: Seq(3),
+        epoch: 77,
+        kind: Kind::Data,
+    }
+}
+
+#[test]
+fn trailer_travels_inside_the_encryption_and_comes_back_intact() {
+    let (mut a, mut b) = pair();
+    handshake(&mut a, &mut b);
+
+    let mut plaintext = ipv4_packet(40);
+    let trailer = sample_trailer();
+    let mut t = [0u8; TRAILER_LEN];
+    trailer.encode(&mut t);
+    plaintext.extend_from_slice(&t);
+
+    let mut sealed = vec![0u8; PathSession::sealed_len(plaintext.len())];
+    let datagram = a.seal(&plaintext, &mut sealed).unwrap().to_vec();
+    // boringtun does not pad: exactly the plaintext plus 32 bytes.
+    assert_eq!(datagram.len(), plaintext.len() + WG_DATA_OVERHEAD);
+    // The trailer is nowhere in cleartext.
+    assert!(!datagram.windows(TRAILER_LEN).any(|w| w == t));
+
+    let mut out = vec![0u8; 2048];
+    match b.open(PEER_ADDR, &datagram, &mut out, |_| {
+        panic!("no reply expected")
+    }) {
+        Opened::Packet {
+            packet,
+            source,
+            trailer: got,
+        } => {
+            assert_eq!(packet, &plaintext[..40]);
+            assert_eq!(source, IpAddr::V4(Ipv4Addr::new(10, 77, 0, 1)));
+            assert_eq!(got, trailer);
+        }
+        other => panic!("expected a packet, got {other:?}"),
+    }
+}
+
+#[test]
+fn tampered_trailer_is_rejected_by_the_aead() {
+    let (mut a, mut b) = pair();
+    handshake(&mut a, &mut b);
+    let mut plaintext = ipv4_packet(20);
+    let mut t = [0u8; TRAILER_LEN];
+    sample_trailer().encode(&mut t);
+    plaintext.extend_from_slice(&t);
+    let mut sealed = vec![0u8; 2048];
+    let mut datagram = a.seal(&plaintext, &mut sealed).unwrap().to_vec();
+    // Flip a bit where the trailer's ciphertext is (just before the tag).
+    let at = datagram.len() - 16 - 4;
+    datagram[at] ^= 1;
+    let mut out = vec![0u8; 2048];
+    assert!(matches!(
+        b.open(PEER_ADDR, &datagram, &mut out, |_| {}),
+        Opened::Rejected(OpenError::Unauthenticated)
+    ));
+}
+
+#[test]
+fn plain_wireguard_packet_without_trailer_is_rejected() {
+    let (mut a, mut b) = pair();
+    handshake(&mut a, &mut b);
+    let plaintext = ipv4_packet(60);
+    let mut sealed = vec![0u8; 2048];
+    let datagram = a.seal(&plaintext, &mut sealed).unwrap().to_vec();
+    let mut out = vec![0u8; 2048];
+    assert!(matches!(
+        b.open(PEER_ADDR, &datagram, &mut out, |_| {}),
+        Opened::Rejected(OpenError::Trailer(_))
+    ));
+}
+
+#[test]
+fn garbage_and_truncated_datagrams_are_rejected_without_panic() {
+    let (mut a, mut b) = pair();
+    handshake(&mut a, &mut b);
+    let mut plaintext = ipv4_packet(100);
+    plaintext.extend_from_slice(&[0u8; TRAILER_LEN]);
+    let mut sealed = vec![0u8; 2048];
+    let datagram = a.seal(&plaintext, &mut sealed).unwrap().to_vec();
+    let mut out = vec![0u8; 2048];
+    for len in 0..datagram.len() {
+        assert!(!matches!(
+            b.open(PEER_ADDR, &datagram[..len], &mut out, |_| {}),
+            Opened::Packet { .. }
+        ));
+    }
+    assert!(matches!(
+        b.open(PEER_ADDR, &[4, 0, 0, 0, 1, 2, 3], &mut out, |_| {}),
+        Opened::Rejected(_)
+    ));
+}
