@@ -153,7 +153,7 @@ impl ReorderBuffer {
                 }
                 // The old epoch went quiet: the peer restarted. What it left
                 // behind is still good data and goes out first.
-                let end = self.next.add(self.window.len() as u32);
+                let end = self.next.plus(self.window.len() as u32);
                 self.skip_to(end, Skip::Restart);
                 self.stats.epoch_changes += 1;
                 self.adopt_epoch(now, epoch, seq);

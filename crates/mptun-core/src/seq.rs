@@ -14,13 +14,13 @@ pub struct Seq(pub u32);
 
 impl Seq {
     /// Return the sequence number `n` steps after this one.
-    pub fn add(self, n: u32) -> Seq {
+    pub fn plus(self, n: u32) -> Seq {
         Seq(self.0.wrapping_add(n))
     }
 
     /// Return the next sequence number.
     pub fn next(self) -> Seq {
-        self.add(1)
+        self.plus(1)
     }
 
     /// Return how many steps `self` is ahead of `base` (negative if behind).
@@ -58,7 +58,7 @@ mod tests {
     #[test]
     fn ordering_survives_wrap_around() {
         let before_wrap = Seq(u32::MAX - 2);
-        let after_wrap = before_wrap.add(5);
+        let after_wrap = before_wrap.plus(5);
         assert_eq!(after_wrap, Seq(2));
         assert!(before_wrap.is_before(after_wrap));
         assert!(!after_wrap.is_before(before_wrap));
@@ -70,10 +70,10 @@ mod tests {
     #[test]
     fn half_the_space_ahead_counts_as_behind() {
         let a = Seq(10);
-        assert!(a.is_before(a.add((1 << 31) - 1)));
+        assert!(a.is_before(a.plus((1 << 31) - 1)));
         // Exactly 2^31 apart is ambiguous; it resolves to "behind", never to
         // "far ahead", so a wildly wrong number is treated as stale.
-        assert!(a.add(1 << 31).is_before(a));
+        assert!(a.plus(1 << 31).is_before(a));
         assert_eq!(a.serial_cmp(a), Ordering::Equal);
     }
 }

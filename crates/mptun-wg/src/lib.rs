@@ -20,6 +20,9 @@ use mptun_core::{Trailer, WireError};
 /// Bytes WireGuard adds to a data packet: 16 of header, 16 of AEAD tag.
 pub const WG_DATA_OVERHEAD: usize = 32;
 
+/// WireGuard message type of a cookie reply.
+const COOKIE_REPLY: u8 = 3;
+
 /// Smallest output buffer boringtun accepts (a handshake initiation).
 const MIN_OUT: usize = 148;
 
@@ -106,9 +109,13 @@ pub enum Opened<'a> {
         /// The authenticated trailer.
         trailer: Trailer,
     },
-    /// A handshake message, cookie or keepalive: nothing for the TUN device.
-    /// Any replies were already passed to the `send` callback.
+    /// An authenticated handshake message, cookie or keepalive: nothing for
+    /// the TUN device. Any replies were already passed to `send`.
     Control,
+    /// Under load, a handshake initiation was answered with a cookie reply
+    /// (passed to `send`) instead of being processed: nothing was
+    /// authenticated, so the sender's address proves nothing.
+    CookieChallenge,
     /// Dropped.
     Rejected(OpenError),
 }
@@ -168,7 +175,11 @@ impl PathSession {
             TunnResult::WriteToTunnelV4(packet, addr) => (packet.len(), IpAddr::V4(addr)),
             TunnResult::WriteToTunnelV6(packet, addr) => (packet.len(), IpAddr::V6(addr)),
             TunnResult::WriteToNetwork(reply) => {
+                let is_cookie = reply.first() == Some(&COOKIE_REPLY);
                 send(reply);
+                if is_cookie {
+                    return Opened::CookieChallenge;
+                }
                 self.flush_queued(out, &mut send);
                 return Opened::Control;
             }

@@ -1,1 +1,148 @@
-fn main(){}
+//! The `mptun` command.
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use mptun::config::Config;
+use mptun::tunnel::Tunnel;
+use mptun_wg::keys;
+use tracing::{info, warn};
+
+/// Multipath WireGuard tunnel: stripes one flow's packets over several
+/// WireGuard paths and delivers them in order at the other site.
+#[derive(Parser)]
+#[command(name = "mptun", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print a new private key (base64), interchangeable with `wg genkey`.
+    Genkey,
+    /// Read a private key on stdin and print its public key, like `wg pubkey`.
+    Pubkey,
+    /// Validate a config file: exit 0, or print the file and key at fault.
+    Check {
+        /// The config file (TOML).
+        config: PathBuf,
+    },
+    /// Bring the tunnel up and run in the foreground until SIGINT or SIGTERM,
+    /// then remove the TUN device and routes it added.
+    ///
+    /// Logs go to stderr; set MPTUN_LOG (e.g. MPTUN_LOG=debug) for more.
+    Up {
+        /// The config file (TOML).
+        config: PathBuf,
+    },
+    /// Show what each path of a running tunnel is doing, like `wg show`.
+    Show {
+        /// Interface name; may be left out when one tunnel is running.
+        interface: Option<String>,
+        /// Print the raw status as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Genkey => genkey(),
+        Command::Pubkey => pubkey(),
+        Command::Check { config } => check(&config),
+        Command::Up { config } => up(&config),
+        Command::Show { interface, json } => show(interface.as_deref(), json),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("mptun: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn genkey() -> anyhow::Result<()> {
+    let mut bytes = [0u8; 32];
+    getrandom::getrandom(&mut bytes)
+        .map_err(|e| anyhow::anyhow!("OS random number generator: {e}"))?;
+    println!(
+        "{}",
+        keys::encode_key(&keys::private_key_from_random(bytes))
+    );
+    Ok(())
+}
+
+fn pubkey() -> anyhow::Result<()> {
+    let mut text = String::new();
+    std::io::stdin()
+        .read_to_string(&mut text)
+        .context("read private key from stdin")?;
+    let private = keys::decode_key(&text).context("private key on stdin")?;
+    println!("{}", keys::encode_key(&keys::public_key(&private)));
+    Ok(())
+}
+
+fn check(path: &std::path::Path) -> anyhow::Result<()> {
+    let (config, warnings) = Config::load(path)?;
+    for w in &warnings {
+        eprintln!("warning: {w}");
+    }
+    println!(
+        "{}: ok: interface {}, {} path(s), mtu {}",
+        path.display(),
+        config.interface.name,
+        config.paths.len(),
+        config.interface.mtu
+    );
+    Ok(())
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("MPTUN_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+fn up(path: &std::path::Path) -> anyhow::Result<()> {
+    let (config, warnings) = Config::load(path)?;
+    init_logging();
+    for w in &warnings {
+        warn!("{w}");
+    }
+    let epoch = mptun::random_epoch()?;
+    let runtime = tokio::runtime::Runtime::new().context("start the async runtime")?;
+    runtime.block_on(async {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut terminate = signal(SignalKind::terminate()).context("install SIGTERM handler")?;
+        let mut interrupt = signal(SignalKind::interrupt()).context("install SIGINT handler")?;
+        let name = config.interface.name.clone();
+        let paths = config.paths.len();
+        let tunnel = Tunnel::start(config, epoch).await?;
+        info!(interface = %name, paths, "tunnel up; SIGINT or SIGTERM to stop");
+        tokio::select! {
+            _ = terminate.recv() => info!("SIGTERM: shutting down"),
+            _ = interrupt.recv() => info!("SIGINT: shutting down"),
+        }
+        tunnel.shutdown().await;
+        anyhow::Ok(())
+    })
+}
+
+fn show(interface: Option<&str>, json: bool) -> anyhow::Result<()> {
+    let status = mptun::status::fetch(interface)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&status)?);
+    } else {
+        print!("{}", mptun::status::render(&status));
+    }
+    Ok(())
+}

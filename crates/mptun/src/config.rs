@@ -1,0 +1,506 @@
+//! The TOML configuration file: its schema, and validation that names the
+//! file and the key of every problem.
+
+use std::fmt;
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use mptun_core::{ReorderConfig, MAX_PATHS, TRAILER_LEN};
+use mptun_wg::keys::{decode_key, KeyError};
+use mptun_wg::WG_DATA_OVERHEAD;
+use serde::Deserialize;
+
+use crate::ipnet::IpNet;
+
+/// Path MTU assumed for the outer packets when deriving the TUN MTU.
+pub const PATH_MTU: usize = 1500;
+const UDP_HEADER: usize = 8;
+
+/// A problem with a config file: which file, which key, what is wrong.
+#[derive(Debug, thiserror::Error)]
+pub struct ConfigError {
+    /// The config file, as given on the command line.
+    pub file: String,
+    /// The key in TOML dotted form (`path[2].endpoint`), empty when the
+    /// problem is with the file as a whole.
+    pub key: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.key.is_empty() {
+            write!(f, "{}: {}", self.file, self.message)
+        } else {
+            write!(f, "{}: {}: {}", self.file, self.key, self.message)
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawConfig {
+    interface: RawInterface,
+    peer: RawPeer,
+    #[serde(default)]
+    path: Vec<RawPath>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawInterface {
+    private_key: Option<String>,
+    private_key_file: Option<String>,
+    #[serde(default)]
+    address: Vec<String>,
+    name: Option<String>,
+    mtu: Option<u32>,
+    table: Option<String>,
+    reorder_hold_ms: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawPeer {
+    public_key: String,
+    #[serde(default)]
+    allowed_ips: Vec<String>,
+    persistent_keepalive: Option<u16>,
+    preshared_key: Option<String>,
+    preshared_key_file: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawPath {
+    listen_port: Option<u16>,
+    endpoint: Option<String>,
+    bind: Option<String>,
+    bind_interface: Option<String>,
+    weight: Option<u32>,
+}
+
+/// Whether `mptun up` manages routes for the peer's allowed IPs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Table {
+    /// Add a route to the TUN device for each allowed IP (like wg-quick).
+    Auto,
+    /// Add no routes; the operator routes.
+    Off,
+}
+
+/// A validated configuration.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The file it was read from, as given.
+    pub file: String,
+    /// The local side.
+    pub interface: Interface,
+    /// The remote site.
+    pub peer: Peer,
+    /// One entry per path, in file order; `PathId(i)` is `paths[i]`.
+    pub paths: Vec<PathConfig>,
+}
+
+/// `[interface]`: the local side.
+#[derive(Clone, Debug)]
+pub struct Interface {
+    /// Static private key.
+    pub private_key: [u8; 32],
+    /// Addresses on the TUN device.
+    pub addresses: Vec<IpNet>,
+    /// TUN device name.
+    pub name: String,
+    /// TUN MTU; derived from the paths when not configured.
+    pub mtu: u16,
+    /// Route management.
+    pub table: Table,
+    /// Reorder buffer limits.
+    pub reorder: ReorderConfig,
+}
+
+/// `[peer]`: the remote site.
+#[derive(Clone, Debug)]
+pub struct Peer {
+    /// Static public key.
+    pub public_key: [u8; 32],
+    /// Inner addresses the peer may send from and that are routed to it.
+    pub allowed_ips: Vec<IpNet>,
+    /// Keepalive interval in seconds.
+    pub persistent_keepalive: Option<u16>,
+    /// Optional pre-shared key.
+    pub preshared_key: Option<[u8; 32]>,
+}
+
+/// `[[path]]`: one WireGuard session on one UDP socket.
+#[derive(Clone, Debug)]
+pub struct PathConfig {
+    /// Local UDP port; 0 picks one.
+    pub listen_port: u16,
+    /// Where the peer's socket for this path is, if known in advance.
+    pub endpoint: Option<SocketAddr>,
+    /// Local address to bind.
+    pub bind: Option<IpAddr>,
+    /// Local interface to bind (SO_BINDTODEVICE).
+    pub bind_interface: Option<String>,
+    /// Static share of packets.
+    pub weight: u32,
+}
+
+impl PathConfig {
+    /// Return whether this path's outer packets may be IPv6.
+    pub fn may_be_ipv6(&self) -> bool {
+        match (self.endpoint, self.bind) {
+            (Some(ep), _) => ep.is_ipv6(),
+            (None, Some(bind)) => bind.is_ipv6(),
+            // An unbound socket is dual-stack and could end up talking IPv6.
+            (None, None) => true,
+        }
+    }
+}
+
+/// Return the largest inner packet that fits a 1500-byte path MTU over the
+/// given outer IP version without fragmenting the outer datagram.
+pub fn derived_mtu(outer_ipv6: bool) -> u16 {
+    let outer_ip = if outer_ipv6 { 40 } else { 20 };
+    (PATH_MTU - outer_ip - UDP_HEADER - WG_DATA_OVERHEAD - TRAILER_LEN) as u16
+}
+
+/// Things worth telling the operator that do not stop the config from
+/// loading.
+pub type Warnings = Vec<String>;
+
+impl Config {
+    /// Read and validate a config file. Relative key file paths are taken
+    /// relative to the config file's folder.
+    pub fn load(path: &Path) -> Result<(Config, Warnings), ConfigError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            file: file.clone(),
+            key: String::new(),
+            message: format!("cannot read config file: {e}"),
+        })?;
+        let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        Self::parse(&text, &file, &base)
+    }
+
+    /// Validate config text; `file` names it in errors, `base` is the folder
+    /// relative key file paths start from.
+    pub fn parse(text: &str, file: &str, base: &Path) -> Result<(Config, Warnings), ConfigError> {
+        let err = |key: &str, message: String| ConfigError {
+            file: file.to_string(),
+            key: key.to_string(),
+            message,
+        };
+        let raw: RawConfig = toml::from_str(text).map_err(|e| {
+            // toml's message names the line and the offending key; keep it
+            // on one line after the file name.
+            err(
+                "",
+                e.to_string().trim().replace('\n', " ").replace("  ", " "),
+            )
+        })?;
+        let mut warnings = Warnings::new();
+
+        // [interface]
+        let i = &raw.interface;
+        let private_key = match (&i.private_key, &i.private_key_file) {
+            (Some(_), Some(_)) => {
+                return Err(err(
+                    "interface",
+                    "set either private-key or private-key-file, not both".into(),
+                ))
+            }
+            (None, None) => {
+                return Err(err(
+                    "interface",
+                    "missing private-key-file (or private-key); create one with `mptun genkey`"
+                        .into(),
+                ))
+            }
+            (Some(text), None) => {
+                decode_key(text).map_err(|e| key_err("interface.private-key", e, &err))?
+            }
+            (None, Some(p)) => {
+                read_key_file(base, p, "interface.private-key-file", &err, &mut warnings)?
+            }
+        };
+        let mut addresses = Vec::new();
+        for (n, a) in i.address.iter().enumerate() {
+            addresses.push(
+                a.parse::<IpNet>()
+                    .map_err(|m| err(&format!("interface.address[{n}]"), m))?,
+            );
+        }
+        let name = i.name.clone().unwrap_or_else(|| "mptun0".to_string());
+        if name.is_empty()
+            || name.len() > 15
+            || name.contains(['/', ' '])
+            || name.contains(char::is_whitespace)
+        {
+            return Err(err(
+                "interface.name",
+                format!("invalid interface name {name:?}: 1 to 15 characters, no '/' or spaces"),
+            ));
+        }
+        let table = match i.table.as_deref() {
+            None | Some("auto") => Table::Auto,
+            Some("off") => Table::Off,
+            Some(other) => {
+                return Err(err(
+                    "interface.table",
+                    format!("must be \"auto\" or \"off\", not {other:?}"),
+                ))
+            }
+        };
+        let mut reorder = ReorderConfig::default();
+        if let Some(ms) = i.reorder_hold_ms {
+            if !(1..=10_000).contains(&ms) {
+                return Err(err(
+                    "interface.reorder-hold-ms",
+                    format!("must be 1 to 10000, not {ms}"),
+                ));
+            }
+            reorder.hold = Duration::from_millis(ms);
+        }
+
+        // [peer]
+        let p = &raw.peer;
+        let public_key =
+            decode_key(&p.public_key).map_err(|e| key_err("peer.public-key", e, &err))?;
+        let mut allowed_ips = Vec::new();
+        for (n, a) in p.allowed_ips.iter().enumerate() {
+            let net = a
+                .parse::<IpNet>()
+                .map_err(|m| err(&format!("peer.allowed-ips[{n}]"), m))?;
+            allowed_ips.push(net.network());
+        }
+        if allowed_ips.is_empty() {
+            warnings.push(format!(
+                "{file}: peer.allowed-ips is empty: every packet from the peer will be dropped"
+            ));
+        }
+        let preshared_key = match (&p.preshared_key, &p.preshared_key_file) {
+            (Some(_), Some(_)) => {
+                return Err(err(
+                    "peer",
+                    "set either preshared-key or preshared-key-file, not both".into(),
+                ))
+            }
+            (Some(text), None) => {
+                Some(decode_key(text).map_err(|e| key_err("peer.preshared-key", e, &err))?)
+            }
+            (None, Some(path)) => Some(read_key_file(
+                base,
+                path,
+                "peer.preshared-key-file",
+                &err,
+                &mut warnings,
+            )?),
+            (None, None) => None,
+        };
+        if p.persistent_keepalive == Some(0) {
+            warnings.push(format!(
+                "{file}: peer.persistent-keepalive = 0 turns keepalives off"
+            ));
+        }
+        let persistent_keepalive = p.persistent_keepalive.filter(|&s| s > 0);
+
+        // [[path]]
+        if raw.path.is_empty() || raw.path.len() > MAX_PATHS {
+            return Err(err(
+                "path",
+                format!(
+                    "need 1 to {MAX_PATHS} [[path]] tables, found {}",
+                    raw.path.len()
+                ),
+            ));
+        }
+        let mut paths = Vec::new();
+        for (n, rp) in raw.path.iter().enumerate() {
+            let key = |field: &str| format!("path[{n}].{field}");
+            let endpoint = match &rp.endpoint {
+                None => None,
+                Some(text) => Some(resolve_endpoint(text).map_err(|m| err(&key("endpoint"), m))?),
+            };
+            let bind = match &rp.bind {
+                None => None,
+                Some(text) => Some(
+                    text.parse::<IpAddr>()
+                        .map_err(|_| err(&key("bind"), format!("invalid IP address {text:?}")))?,
+                ),
+            };
+            if let (Some(ep), Some(b)) = (endpoint, bind) {
+                if ep.is_ipv4() != b.is_ipv4() {
+                    return Err(err(
+                        &key("bind"),
+                        format!("{b} and endpoint {ep} are of different IP versions"),
+                    ));
+                }
+            }
+            if let Some(dev) = &rp.bind_interface {
+                if dev.is_empty() || dev.len() > 15 {
+                    return Err(err(
+                        &key("bind-interface"),
+                        format!("invalid interface name {dev:?}"),
+                    ));
+                }
+            }
+            let weight = rp.weight.unwrap_or(1);
+            if !(1..=1000).contains(&weight) {
+                return Err(err(
+                    &key("weight"),
+                    format!("must be 1 to 1000, not {weight}"),
+                ));
+            }
+            let listen_port = rp.listen_port.unwrap_or(0);
+            if listen_port == 0 && endpoint.is_none() {
+                return Err(err(
+                    &key("listen-port"),
+                    "a path without an endpoint must have a fixed listen-port for the peer to reach".into(),
+                ));
+            }
+            if listen_port != 0 {
+                if let Some(other) = paths.iter().position(|q: &PathConfig| {
+                    q.listen_port == listen_port
+                        && q.bind == bind
+                        && q.bind_interface == rp.bind_interface
+                }) {
+                    return Err(err(
+                        &key("listen-port"),
+                        format!("port {listen_port} is already used by path[{other}]"),
+                    ));
+                }
+            }
+            paths.push(PathConfig {
+                listen_port,
+                endpoint,
+                bind,
+                bind_interface: rp.bind_interface.clone(),
+                weight,
+            });
+        }
+
+        // With table = "auto", a route for a network that holds an endpoint
+        // would send the tunnel's own packets into the tunnel.
+        if table == Table::Auto {
+            for (n, path) in paths.iter().enumerate() {
+                let Some(ep) = path.endpoint else { continue };
+                if let Some(net) = allowed_ips.iter().find(|net| net.contains(ep.ip())) {
+                    return Err(err(
+                        "peer.allowed-ips",
+                        format!(
+                            "{net} contains path[{n}].endpoint {ep}; routing it into the tunnel would loop. \
+                             Narrow allowed-ips, or set interface.table = \"off\" and route it yourself"
+                        ),
+                    ));
+                }
+            }
+        }
+
+        let needs_v6_min = addresses.iter().any(|a| a.addr.is_ipv6());
+        let mtu = match i.mtu {
+            Some(m) => {
+                let min = if needs_v6_min { 1280 } else { 576 };
+                if !(min..=65535).contains(&m) {
+                    return Err(err(
+                        "interface.mtu",
+                        format!("must be {min} to 65535, not {m}"),
+                    ));
+                }
+                let fits = u32::from(derived_mtu(paths.iter().any(PathConfig::may_be_ipv6)));
+                if m > fits {
+                    warnings.push(format!(
+                        "{file}: interface.mtu = {m} is more than the {fits} that fits a {PATH_MTU}-byte path MTU; \
+                         outer packets will be fragmented"
+                    ));
+                }
+                m as u16
+            }
+            None => derived_mtu(paths.iter().any(PathConfig::may_be_ipv6)),
+        };
+
+        let config = Config {
+            file: file.to_string(),
+            interface: Interface {
+                private_key,
+                addresses,
+                name,
+                mtu,
+                table,
+                reorder,
+            },
+            peer: Peer {
+                public_key,
+                allowed_ips,
+                persistent_keepalive,
+                preshared_key,
+            },
+            paths,
+        };
+        Ok((config, warnings))
+    }
+}
+
+fn key_err(key: &str, e: KeyError, err: &impl Fn(&str, String) -> ConfigError) -> ConfigError {
+    err(key, e.to_string())
+}
+
+fn read_key_file(
+    base: &Path,
+    path: &str,
+    key: &str,
+    err: &impl Fn(&str, String) -> ConfigError,
+    warnings: &mut Warnings,
+) -> Result<[u8; 32], ConfigError> {
+    let full: PathBuf = base.join(path);
+    let text = std::fs::read_to_string(&full)
+        .map_err(|e| err(key, format!("cannot read {}: {e}", full.display())))?;
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if let Ok(meta) = std::fs::metadata(&full) {
+            let mode = meta.permissions().mode();
+            if mode & 0o077 != 0 {
+                warnings.push(format!(
+                    "{} is readable by group or others (mode {:o}); run `chmod 600 {}`",
+                    full.display(),
+                    mode & 0o777,
+                    full.display()
+                ));
+            }
+        }
+    }
+    decode_key(&text).map_err(|e| err(key, format!("{}: {e}", full.display())))
+}
+
+/// Parse `ip:port`, `[ipv6]:port` or `hostname:port`, resolving a hostname
+/// now, once.
+fn resolve_endpoint(text: &str) -> Result<SocketAddr, String> {
+    if let Ok(addr) = text.parse::<SocketAddr>() {
+        return Ok(addr);
+    }
+    if text.parse::<IpAddr>().is_ok() {
+        return Err(format!("invalid socket address {text:?}: missing :port"));
+    }
+    let Some((host, port)) = text.rsplit_once(':') else {
+        return Err(format!(
+            "invalid socket address {text:?}: expected host:port"
+        ));
+    };
+    if host.is_empty() || port.parse::<u16>().is_err() || host.parse::<IpAddr>().is_ok() {
+        return Err(format!(
+            "invalid socket address {text:?}: expected host:port"
+        ));
+    }
+    let mut addrs = text
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve {text:?}: {e}"))?;
+    addrs
+        .next()
+        .ok_or_else(|| format!("cannot resolve {text:?}: no addresses"))
+}
+
+#[cfg(test)]
+mod tests;

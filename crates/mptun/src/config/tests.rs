@@ -1,0 +1,202 @@
+use std::path::Path;
+
+use super::*;
+
+const KEY_A: &str = "dwdtCnMYpX08FsFyUbJmRd9ML4frwJkqsXf7pR25LCo=";
+const KEY_B: &str = "hSDwCYkwp1R0i33ctD73Wg2/Og0mOBr066SpjqqbTmo=";
+
+fn valid() -> String {
+    format!(
+        r#"
+[interface]
+private-key = "{KEY_A}"
+address = ["10.77.0.1/24"]
+
+[peer]
+public-key = "{KEY_B}"
+allowed-ips = ["10.77.0.0/24", "192.168.20.0/24"]
+persistent-keepalive = 10
+
+[[path]]
+listen-port = 51820
+endpoint = "198.51.100.2:51820"
+
+[[path]]
+listen-port = 51821
+endpoint = "198.51.100.2:51821"
+
+[[path]]
+listen-port = 51822
+endpoint = "198.51.100.2:51822"
+"#
+    )
+}
+
+fn parse(text: &str) -> Result<Config, ConfigError> {
+    Config::parse(text, "site-a.toml", Path::new("/nonexistent")).map(|(c, _)| c)
+}
+
+fn error_of(text: &str) -> String {
+    match parse(text) {
+        Ok(_) => panic!("config was accepted:\n{text}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn valid_config_loads_with_defaults() {
+    let c = parse(&valid()).unwrap();
+    assert_eq!(c.paths.len(), 3);
+    assert_eq!(c.interface.name, "mptun0");
+    assert_eq!(c.interface.table, Table::Auto);
+    // All paths IPv4: 1500 - 20 IP - 8 UDP - 32 WireGuard - 16 trailer.
+    assert_eq!(c.interface.mtu, 1424);
+    assert_eq!(c.peer.persistent_keepalive, Some(10));
+    assert_eq!(
+        c.paths[1].endpoint,
+        Some("198.51.100.2:51821".parse().unwrap())
+    );
+    assert!(c.paths.iter().all(|p| p.weight == 1));
+}
+
+#[test]
+fn ipv6_paths_lower_the_derived_mtu() {
+    let text = valid().replace("198.51.100.2:51822", "[2001:db8::2]:51822");
+    assert_eq!(parse(&text).unwrap().interface.mtu, 1404);
+}
+
+#[test]
+fn bad_endpoint_names_path_and_key() {
+    let text = valid().replace("198.51.100.2:51822", "10.0.0.1");
+    assert_eq!(
+        error_of(&text),
+        "site-a.toml: path[2].endpoint: invalid socket address \"10.0.0.1\": missing :port"
+    );
+}
+
+#[test]
+fn each_bad_value_names_its_key() {
+    let cases = [
+        (valid().replace(KEY_B, "nope"), "peer.public-key"),
+        (
+            valid().replace(&format!("private-key = \"{KEY_A}\""), ""),
+            "interface",
+        ),
+        (
+            valid().replace("10.77.0.1/24", "10.77.0.1/40"),
+            "interface.address[0]",
+        ),
+        (
+            valid().replace("\"192.168.20.0/24\"", "\"192.168.20/24\""),
+            "peer.allowed-ips[1]",
+        ),
+        (
+            valid().replace("listen-port = 51821", "listen-port = 51820"),
+            "path[1].listen-port",
+        ),
+        (
+            valid().replace("[interface]", "[interface]\nmtu = 100"),
+            "interface.mtu",
+        ),
+        (
+            valid().replace("[interface]", "[interface]\ntable = \"main\""),
+            "interface.table",
+        ),
+        (
+            valid().replace("[interface]", "[interface]\nname = \"much-too-long-name0\""),
+            "interface.name",
+        ),
+        (
+            valid().replace("[interface]", "[interface]\nreorder-hold-ms = 0"),
+            "interface.reorder-hold-ms",
+        ),
+        (
+            valid().replace("listen-port = 51822", "listen-port = 51822\nweight = 0"),
+            "path[2].weight",
+        ),
+        (
+            valid().replace("listen-port = 51822", "listen-port = 51822\nbind = \"::1\""),
+            "path[2].bind",
+        ),
+        (
+            valid().replace("192.168.20.0/24", "198.51.100.0/24"),
+            "peer.allowed-ips",
+        ),
+    ];
+    for (text, key) in cases {
+        let message = error_of(&text);
+        assert!(
+            message.starts_with(&format!("site-a.toml: {key}: ")),
+            "expected an error naming {key}, got: {message}"
+        );
+    }
+}
+
+#[test]
+fn unknown_keys_are_rejected_with_their_name() {
+    let message = error_of(&valid().replace("persistent-keepalive", "persistent-keepalives"));
+    assert!(message.starts_with("site-a.toml: "), "{message}");
+    assert!(message.contains("persistent-keepalives"), "{message}");
+}
+
+#[test]
+fn path_count_is_bounded() {
+    let no_paths = valid().split("[[path]]").next().unwrap().to_string();
+    assert!(error_of(&no_paths).starts_with("site-a.toml: path: need 1 to 16"));
+    let mut many = no_paths.clone();
+    for port in 0..17 {
+        many.push_str(&format!("[[path]]\nlisten-port = {}\n", 40000 + port));
+    }
+    assert!(error_of(&many).starts_with("site-a.toml: path: need 1 to 16"));
+}
+
+#[test]
+fn responder_path_needs_a_fixed_port() {
+    let text = valid().replace("listen-port = 51822\nendpoint = \"198.51.100.2:51822\"", "");
+    assert!(error_of(&text).starts_with("site-a.toml: path[2].listen-port: "));
+}
+
+#[test]
+fn missing_key_file_names_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = valid().replace(
+        &format!("private-key = \"{KEY_A}\""),
+        "private-key-file = \"a.key\"",
+    );
+    let message = Config::parse(&text, "site-a.toml", dir.path())
+        .unwrap_err()
+        .to_string();
+    let key_path = dir.path().join("a.key");
+    assert!(
+        message.starts_with(&format!(
+            "site-a.toml: interface.private-key-file: cannot read {}",
+            key_path.display()
+        )),
+        "{message}"
+    );
+}
+
+#[test]
+fn key_file_is_read_relative_to_the_config_and_loose_modes_warned() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let key_path = dir.path().join("a.key");
+    std::fs::write(&key_path, format!("{KEY_A}\n")).unwrap();
+    std::fs::set_permissions(&key_path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let text = valid().replace(
+        &format!("private-key = \"{KEY_A}\""),
+        "private-key-file = \"a.key\"",
+    );
+    let (config, warnings) = Config::parse(&text, "site-a.toml", dir.path()).unwrap();
+    assert_eq!(config.interface.private_key, decode_key(KEY_A).unwrap());
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("readable by group or others")),
+        "{warnings:?}"
+    );
+
+    std::fs::set_permissions(&key_path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let (_, warnings) = Config::parse(&text, "site-a.toml", dir.path()).unwrap();
+    assert!(warnings.is_empty(), "{warnings:?}");
+}

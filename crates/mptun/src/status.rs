@@ -1,0 +1,309 @@
+//! `mptun show`: a running tunnel answers on a Unix socket with a JSON
+//! snapshot of its counters; the client prints it like `wg show`.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+use anyhow::{bail, Context};
+use mptun_core::ReorderStats;
+use serde::{Deserialize, Serialize};
+use tokio::io::AsyncWriteExt;
+use tokio::net::UnixListener;
+use tracing::warn;
+
+use crate::counters::RejectSnapshot;
+use crate::tunnel::{lock, Shared};
+
+/// Folder of the status sockets, one per interface.
+pub const RUN_DIR: &str = "/run/mptun";
+
+/// Return the status socket of an interface.
+pub fn socket_path(interface: &str) -> PathBuf {
+    Path::new(RUN_DIR).join(format!("{interface}.sock"))
+}
+
+/// Everything `mptun show` reports.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Status {
+    pub interface: String,
+    pub public_key: String,
+    pub peer_public_key: String,
+    pub mtu: u16,
+    pub epoch: u32,
+    pub uptime_secs: f64,
+    pub allowed_ips: Vec<String>,
+    pub tun: TunStatus,
+    pub reorder: ReorderStatus,
+    pub paths: Vec<PathStatus>,
+}
+
+/// TUN side counters.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TunStatus {
+    pub read_packets: u64,
+    pub written_packets: u64,
+    pub dropped_no_path: u64,
+    pub dropped_not_ip: u64,
+    pub dropped_disallowed_destination: u64,
+    pub dropped_disallowed_source: u64,
+    pub write_errors: u64,
+}
+
+/// Reorder buffer state and counters.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ReorderStatus {
+    pub hold_ms: f64,
+    pub held_now: usize,
+    pub in_order: u64,
+    pub buffered: u64,
+    pub skipped_timeout: u64,
+    pub skipped_overflow: u64,
+    pub skipped_restart: u64,
+    pub dropped_stale: u64,
+    pub dropped_duplicate: u64,
+    pub dropped_foreign_epoch: u64,
+    pub epoch_changes: u64,
+}
+
+/// One path.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PathStatus {
+    pub id: u8,
+    pub local: String,
+    pub endpoint: Option<String>,
+    pub up: bool,
+    pub since_handshake_secs: Option<f64>,
+    pub handshake_rtt_ms: Option<u32>,
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    pub send_errors: u64,
+    pub recv_errors: u64,
+    pub rejected: RejectSnapshot,
+}
+
+fn reorder_status(stats: ReorderStats, hold_ms: f64, held_now: usize) -> ReorderStatus {
+    ReorderStatus {
+        hold_ms,
+        held_now,
+        in_order: stats.in_order,
+        buffered: stats.buffered,
+        skipped_timeout: stats.skipped_timeout,
+        skipped_overflow: stats.skipped_overflow,
+        skipped_restart: stats.skipped_restart,
+        dropped_stale: stats.dropped_stale,
+        dropped_duplicate: stats.dropped_duplicate,
+        dropped_foreign_epoch: stats.dropped_foreign_epoch,
+        epoch_changes: stats.epoch_changes,
+    }
+}
+
+pub(crate) fn snapshot(shared: &Shared) -> Status {
+    let config = &shared.config;
+    let (stats, hold, held) = {
+        let rx = lock(&shared.receiver);
+        (rx.stats(), rx.config().hold, rx.held_len())
+    };
+    let t = &shared.tun_counters;
+    Status {
+        interface: config.interface.name.clone(),
+        public_key: mptun_wg::keys::encode_key(&mptun_wg::keys::public_key(
+            &config.interface.private_key,
+        )),
+        peer_public_key: mptun_wg::keys::encode_key(&config.peer.public_key),
+        mtu: config.interface.mtu,
+        epoch: lock(&shared.sender).epoch(),
+        uptime_secs: shared.started.elapsed().as_secs_f64(),
+        allowed_ips: config
+            .peer
+            .allowed_ips
+            .iter()
+            .map(|n| n.to_string())
+            .collect(),
+        tun: TunStatus {
+            read_packets: t.read_packets.get(),
+            written_packets: t.written_packets.get(),
+            dropped_no_path: t.dropped_no_path.get(),
+            dropped_not_ip: t.dropped_not_ip.get(),
+            dropped_disallowed_destination: t.dropped_disallowed_destination.get(),
+            dropped_disallowed_source: t.dropped_disallowed_source.get(),
+            write_errors: t.write_errors.get(),
+        },
+        reorder: reorder_status(stats, hold.as_secs_f64() * 1000.0, held),
+        paths: shared
+            .paths
+            .iter()
+            .map(|p| {
+                let (since, rtt) = {
+                    let s = lock(&p.session);
+                    (s.since_handshake(), s.handshake_rtt_ms())
+                };
+                let c = &p.counters;
+                PathStatus {
+                    id: p.id.0,
+                    local: p.local.to_string(),
+                    endpoint: p.endpoint().map(|e| e.to_string()),
+                    up: p.up.load(Relaxed),
+                    since_handshake_secs: since.map(|d| d.as_secs_f64()),
+                    handshake_rtt_ms: rtt,
+                    tx_packets: c.tx_packets.get(),
+                    tx_bytes: c.tx_bytes.get(),
+                    rx_packets: c.rx_packets.get(),
+                    rx_bytes: c.rx_bytes.get(),
+                    send_errors: c.send_errors.get(),
+                    recv_errors: c.recv_errors.get(),
+                    rejected: c.rejected.snapshot(),
+                }
+            })
+            .collect(),
+    }
+}
+
+/// Serves status snapshots until dropped; removes its socket file then.
+pub(crate) struct StatusServer {
+    path: PathBuf,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl StatusServer {
+    pub fn start(shared: Arc<Shared>) -> anyhow::Result<StatusServer> {
+        let path = socket_path(&shared.config.interface.name);
+        std::fs::create_dir_all(RUN_DIR).with_context(|| format!("create {RUN_DIR}"))?;
+        // A socket file left by a run that was killed is stale: the TUN name
+        // is ours (creating the device succeeded), so nobody else serves it.
+        let _ = std::fs::remove_file(&path);
+        let listener =
+            UnixListener::bind(&path).with_context(|| format!("listen on {}", path.display()))?;
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((mut stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let status = snapshot(&shared);
+                match serde_json::to_vec(&status) {
+                    Ok(bytes) => {
+                        let _ = stream.write_all(&bytes).await;
+                    }
+                    Err(e) => warn!(error = %e, "could not encode status"),
+                }
+            }
+        });
+        Ok(StatusServer { path, task })
+    }
+}
+
+impl Drop for StatusServer {
+    fn drop(&mut self) {
+        self.task.abort();
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Fetch the status of a running tunnel.
+pub fn fetch(interface: Option<&str>) -> anyhow::Result<Status> {
+    use std::io::Read;
+    let path = match interface {
+        Some(name) => socket_path(name),
+        None => {
+            let mut sockets: Vec<PathBuf> = std::fs::read_dir(RUN_DIR)
+                .map(|dir| dir.filter_map(|e| e.ok().map(|e| e.path())).collect())
+                .unwrap_or_default();
+            sockets.retain(|p| p.extension().is_some_and(|e| e == "sock"));
+            match sockets.len() {
+                0 => bail!("no running mptun found (no sockets in {RUN_DIR})"),
+                1 => sockets.remove(0),
+                _ => {
+                    bail!("several mptun interfaces are running; name one: mptun show <interface>")
+                }
+            }
+        }
+    };
+    let mut stream = std::os::unix::net::UnixStream::connect(&path)
+        .with_context(|| format!("connect to {} (is `mptun up` running?)", path.display()))?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text)?;
+    serde_json::from_str(&text).with_context(|| format!("read status from {}", path.display()))
+}
+
+fn bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = n as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{n} B")
+    } else {
+        format!("{value:.2} {}", UNITS[unit])
+    }
+}
+
+/// Render a status the way `wg show` lays out its output.
+pub fn render(s: &Status) -> String {
+    let mut o = String::new();
+    let total_tx: u64 = s.paths.iter().map(|p| p.tx_bytes).sum::<u64>().max(1);
+    let _ = writeln!(o, "interface: {}", s.interface);
+    let _ = writeln!(o, "  public key: {}", s.public_key);
+    let _ = writeln!(
+        o,
+        "  mtu: {}, epoch: {:08x}, up {:.0} s",
+        s.mtu, s.epoch, s.uptime_secs
+    );
+    let r = &s.reorder;
+    let _ = writeln!(
+        o,
+        "  reorder: hold {:.0} ms, holding {}; in order {}, buffered {}",
+        r.hold_ms, r.held_now, r.in_order, r.buffered
+    );
+    let _ = writeln!(
+        o,
+        "  skipped: {} on timeout, {} on overflow, {} on peer restart",
+        r.skipped_timeout, r.skipped_overflow, r.skipped_restart
+    );
+    let _ = writeln!(
+        o,
+        "  dropped: {} stale, {} duplicate, {} foreign epoch, {} no path up, {} disallowed source",
+        r.dropped_stale,
+        r.dropped_duplicate,
+        r.dropped_foreign_epoch,
+        s.tun.dropped_no_path,
+        s.tun.dropped_disallowed_source
+    );
+    let _ = writeln!(o);
+    let _ = writeln!(o, "peer: {}", s.peer_public_key);
+    let _ = writeln!(o, "  allowed ips: {}", s.allowed_ips.join(", "));
+    for p in &s.paths {
+        let _ = writeln!(o);
+        let _ = writeln!(o, "path[{}]: {}", p.id, if p.up { "up" } else { "down" });
+        let _ = writeln!(o, "  local: {}", p.local);
+        let _ = writeln!(
+            o,
+            "  endpoint: {}",
+            p.endpoint.as_deref().unwrap_or("(none yet)")
+        );
+        if let Some(secs) = p.since_handshake_secs {
+            let _ = writeln!(o, "  latest handshake: {secs:.0} seconds ago");
+        }
+        let _ = writeln!(
+            o,
+            "  transfer: {} received, {} sent ({:.1}% of sent bytes)",
+            bytes(p.rx_bytes),
+            bytes(p.tx_bytes),
+            100.0 * p.tx_bytes as f64 / total_tx as f64
+        );
+        let rejected = p.rejected.total();
+        if rejected + p.send_errors + p.recv_errors > 0 {
+            let _ = writeln!(
+                o,
+                "  errors: {rejected} rejected ({} unauthenticated, {} replayed, {} malformed), {} send, {} receive",
+                p.rejected.unauthenticated, p.rejected.replayed, p.rejected.malformed, p.send_errors, p.recv_errors
+            );
+        }
+    }
+    o
+}

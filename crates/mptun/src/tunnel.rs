@@ -1,0 +1,499 @@
+//! The I/O edge: the TUN device, one UDP socket per path, and the tasks that
+//! move packets between them through the sans-IO core.
+//!
+//! Tasks, and what they own:
+//! - one TUN reader: numbers each packet ([`Sender`]), seals it with the
+//!   chosen path's session and sends it on that path's socket;
+//! - one receiver per path: opens datagrams with the path's session and
+//!   hands packets to the [`ReorderBuffer`], writing what it releases to the
+//!   TUN device while holding the buffer's lock, so two paths can never
+//!   interleave their writes out of order;
+//! - one reorder timer: skips gaps once they have been held long enough;
+//! - one WireGuard timer: handshakes, rekeys and keepalives of every path,
+//!   and whether each path is up.
+//!
+//! Each path's session has a mutex of its own (the TUN reader seals while the
+//! path's receiver opens), so paths do not contend with each other.
+
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use mptun_core::{PathId, ReorderBuffer, Sender, Verdict, TRAILER_LEN};
+use mptun_wg::{Opened, PathSession, SessionConfig};
+use socket2::{Domain, Protocol, Socket, Type};
+use tokio::net::UdpSocket;
+use tokio::sync::Notify;
+use tracing::{debug, info, warn};
+use tun_rs::AsyncDevice;
+
+use crate::config::{Config, PathConfig};
+use crate::counters::{PathCounters, TunCounters};
+use crate::ipnet::IpNet;
+
+/// Socket buffer size asked for on every path; generous because a burst
+/// striped over paths arrives on all of them at once.
+const SOCKET_BUFFER: usize = 4 << 20;
+
+/// How often WireGuard's timers run, as boringtun expects.
+const WG_TICK: Duration = Duration::from_millis(250);
+
+/// Largest datagram or TUN packet handled.
+const MAX_PACKET: usize = 65_535;
+
+/// Lock a mutex, carrying on if a task panicked while holding it: the state
+/// behind every mutex here stays consistent between statements.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// One path's socket, session and state.
+pub(crate) struct PathIo {
+    pub id: PathId,
+    pub socket: UdpSocket,
+    pub local: SocketAddr,
+    pub session: Mutex<PathSession>,
+    /// The peer's address for this path: configured, or learned from the
+    /// last authenticated datagram (WireGuard's roaming).
+    endpoint: Mutex<Option<SocketAddr>>,
+    /// Whether the scheduler may use this path.
+    pub up: AtomicBool,
+    pub counters: PathCounters,
+}
+
+impl PathIo {
+    pub fn endpoint(&self) -> Option<SocketAddr> {
+        *lock(&self.endpoint)
+    }
+
+    fn learn_endpoint(&self, from: SocketAddr) {
+        let mut ep = lock(&self.endpoint);
+        if *ep != Some(from) {
+            info!(path = %self.id, endpoint = %from, "peer endpoint learned");
+            *ep = Some(from);
+        }
+    }
+
+    fn set_up(&self, up: bool) {
+        if self.up.swap(up, Relaxed) != up {
+            if up {
+                info!(path = %self.id, endpoint = ?self.endpoint(), "path up");
+            } else {
+                warn!(path = %self.id, "path down: no WireGuard session");
+            }
+        }
+    }
+
+    /// Address to send to, mapped to IPv6 when the socket is dual-stack.
+    fn destination(&self) -> Option<SocketAddr> {
+        let ep = self.endpoint()?;
+        Some(match (self.local, ep) {
+            (SocketAddr::V6(_), SocketAddr::V4(v4)) => {
+                SocketAddr::new(IpAddr::V6(v4.ip().to_ipv6_mapped()), v4.port())
+            }
+            _ => ep,
+        })
+    }
+}
+
+/// State shared by all tasks of one running tunnel.
+pub(crate) struct Shared {
+    pub config: Config,
+    pub tun: AsyncDevice,
+    pub paths: Vec<PathIo>,
+    pub sender: Mutex<Sender>,
+    pub receiver: Mutex<ReorderBuffer>,
+    reorder_wake: Notify,
+    pub tun_counters: TunCounters,
+    pub started: Instant,
+}
+
+impl Shared {
+    fn allowed(&self, ip: IpAddr) -> bool {
+        self.config
+            .peer
+            .allowed_ips
+            .iter()
+            .any(|net| net.contains(ip))
+    }
+
+    /// Write released packets to the TUN device. Called with the reorder
+    /// buffer locked, which is what keeps the writes in order.
+    fn write_released(&self, rx: &mut ReorderBuffer) {
+        while let Some(packet) = rx.poll_release() {
+            self.write_tun(&packet);
+            rx.recycle(packet);
+        }
+    }
+
+    fn write_tun(&self, packet: &[u8]) {
+        // A TUN write hands the packet to the kernel's receive path and does
+        // not block; `try_send` keeps it synchronous under the lock.
+        match self.tun.try_send(packet) {
+            Ok(_) => self.tun_counters.written_packets.bump(),
+            Err(_) => self.tun_counters.write_errors.bump(),
+        }
+    }
+}
+
+/// Build the UDP socket of one path.
+fn bind_path_socket(id: PathId, path: &PathConfig) -> anyhow::Result<UdpSocket> {
+    let bind_ip = match (path.bind, path.endpoint) {
+        (Some(ip), _) => ip,
+        (None, Some(SocketAddr::V4(_))) => IpAddr::from([0u8; 4]),
+        (None, _) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+    };
+    let addr = SocketAddr::new(bind_ip, path.listen_port);
+    let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))
+        .with_context(|| format!("{id}: create UDP socket"))?;
+    if addr.is_ipv6() && path.bind.is_none() {
+        // Dual-stack, so a responder is reachable over either IP version.
+        socket
+            .set_only_v6(false)
+            .with_context(|| format!("{id}: make socket dual-stack"))?;
+    }
+    if let Some(dev) = &path.bind_interface {
+        socket
+            .bind_device(Some(dev.as_bytes()))
+            .with_context(|| format!("{id}: bind to interface {dev:?} (SO_BINDTODEVICE)"))?;
+    }
+    set_buffer_sizes(&socket);
+    socket.set_nonblocking(true)?;
+    socket
+        .bind(&addr.into())
+        .with_context(|| format!("{id}: bind UDP {addr}"))?;
+    UdpSocket::from_std(socket.into()).with_context(|| format!("{id}: register socket"))
+}
+
+/// Ask for large socket buffers, past `net.core.[rw]mem_max` when running as
+/// root (SO_*BUFFORCE), as wireguard-go does.
+fn set_buffer_sizes(socket: &Socket) {
+    use std::os::fd::AsRawFd;
+    let fd = socket.as_raw_fd();
+    let size = SOCKET_BUFFER as libc::c_int;
+    for (force, plain) in [
+        (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF),
+        (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF),
+    ] {
+        // SAFETY: fd is a valid socket for the duration of the call and the
+        // option value points at a live c_int of the size passed.
+        let forced = unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                force,
+                (&size as *const libc::c_int).cast(),
+                4,
+            )
+        };
+        if forced != 0 {
+            // SAFETY: as above.
+            unsafe {
+                libc::setsockopt(
+                    fd,
+                    libc::SOL_SOCKET,
+                    plain,
+                    (&size as *const libc::c_int).cast(),
+                    4,
+                );
+            }
+        }
+    }
+}
+
+/// Create the TUN device with its addresses and MTU, up.
+fn create_tun(config: &Config) -> anyhow::Result<AsyncDevice> {
+    let i = &config.interface;
+    let tun = tun_rs::DeviceBuilder::new()
+        .name(&i.name)
+        .mtu(i.mtu)
+        .enable(true)
+        .build_async()
+        .with_context(|| {
+            format!(
+                "create TUN device {:?} (is another mptun using that name?)",
+                i.name
+            )
+        })?;
+    for a in &i.addresses {
+        match a.addr {
+            IpAddr::V4(v4) => tun.add_address_v4(v4, a.prefix),
+            IpAddr::V6(v6) => tun.add_address_v6(v6, a.prefix),
+        }
+        .with_context(|| format!("add address {a} to {}", i.name))?;
+    }
+    Ok(tun)
+}
+
+/// A running tunnel: drop or [`shutdown`](Self::shutdown) it to tear down.
+pub struct Tunnel {
+    shared: Arc<Shared>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    routes: crate::net::Routes,
+    status: Option<crate::status::StatusServer>,
+}
+
+impl Tunnel {
+    /// Bring the tunnel up: TUN device, sockets, routes, tasks.
+    pub async fn start(config: Config, epoch: u32) -> anyhow::Result<Tunnel> {
+        let session_config = SessionConfig {
+            private_key: config.interface.private_key,
+            peer_public_key: config.peer.public_key,
+            preshared_key: config.peer.preshared_key,
+            persistent_keepalive: config.peer.persistent_keepalive,
+        };
+        let mut paths = Vec::new();
+        for (n, pc) in config.paths.iter().enumerate() {
+            let id = PathId(n as u8);
+            let socket = bind_path_socket(id, pc)?;
+            let local = socket.local_addr()?;
+            paths.push(PathIo {
+                id,
+                socket,
+                local,
+                session: Mutex::new(PathSession::new(&session_config, n as u8)),
+                endpoint: Mutex::new(pc.endpoint),
+                up: AtomicBool::new(false),
+                counters: PathCounters::default(),
+            });
+        }
+        let tun = create_tun(&config)?;
+        let routes = crate::net::Routes::add(&config)?;
+        let weights: Vec<u32> = config.paths.iter().map(|p| p.weight).collect();
+        let shared = Arc::new(Shared {
+            sender: Mutex::new(Sender::new(epoch, &weights)),
+            receiver: Mutex::new(ReorderBuffer::new(config.interface.reorder)),
+            reorder_wake: Notify::new(),
+            tun,
+            paths,
+            tun_counters: TunCounters::default(),
+            started: Instant::now(),
+            config,
+        });
+        for path in &shared.paths {
+            info!(path = %path.id, local = %path.local, endpoint = ?path.endpoint(), "listening");
+        }
+
+        let mut tasks = vec![
+            tokio::spawn(tun_to_paths(shared.clone())),
+            tokio::spawn(reorder_timer(shared.clone())),
+            tokio::spawn(wireguard_timers(shared.clone())),
+        ];
+        for n in 0..shared.paths.len() {
+            tasks.push(tokio::spawn(path_to_tun(shared.clone(), n)));
+        }
+        let status = match crate::status::StatusServer::start(shared.clone()) {
+            Ok(server) => Some(server),
+            Err(e) => {
+                warn!(error = %format!("{e:#}"), "`mptun show` will not work");
+                None
+            }
+        };
+        Ok(Tunnel {
+            shared,
+            tasks,
+            routes,
+            status,
+        })
+    }
+
+    /// Stop every task, remove the routes, and close the TUN device (which
+    /// deletes it).
+    pub async fn shutdown(mut self) {
+        self.status = None;
+        for task in &self.tasks {
+            task.abort();
+        }
+        for task in self.tasks.drain(..) {
+            let _ = task.await;
+        }
+        self.routes.remove();
+        info!(interface = %self.shared.config.interface.name, "tunnel down");
+    }
+}
+
+/// TUN device to paths: number, schedule, seal, send.
+async fn tun_to_paths(shared: Arc<Shared>) {
+    let mut buf = vec![0u8; MAX_PACKET + TRAILER_LEN];
+    let mut sealed = vec![0u8; PathSession::sealed_len(MAX_PACKET + TRAILER_LEN)];
+    let counters = &shared.tun_counters;
+    loop {
+        let n = match shared.tun.recv(&mut buf[..MAX_PACKET]).await {
+            Ok(n) => n,
+            Err(e) => {
+                warn!(error = %e, "reading the TUN device failed");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        counters.read_packets.bump();
+        let destination = match inner_destination(&buf[..n]) {
+            Some(ip) => ip,
+            None => {
+                counters.dropped_not_ip.bump();
+                continue;
+            }
+        };
+        if !shared.allowed(destination) {
+            // Cryptokey routing, as WireGuard does: only what the peer may
+            // receive is sent to it.
+            counters.dropped_disallowed_destination.bump();
+            continue;
+        }
+        let picked =
+            lock(&shared.sender).handle_outbound(|p| shared.paths[p.index()].up.load(Relaxed));
+        let Some((path_id, trailer)) = picked else {
+            counters.dropped_no_path.bump();
+            continue;
+        };
+        trailer.encode(&mut buf[n..n + TRAILER_LEN]);
+        let path = &shared.paths[path_id.index()];
+        let len = lock(&path.session)
+            .seal(&buf[..n + TRAILER_LEN], &mut sealed)
+            .map(<[u8]>::len);
+        let (Some(len), Some(to)) = (len, path.destination()) else {
+            continue;
+        };
+        match path.socket.send_to(&sealed[..len], to).await {
+            Ok(_) => {
+                path.counters.tx_packets.bump();
+                path.counters.tx_bytes.add(n as u64);
+            }
+            Err(_) => path.counters.send_errors.bump(),
+        }
+    }
+}
+
+/// Return the destination address of an IPv4 or IPv6 packet.
+fn inner_destination(packet: &[u8]) -> Option<IpAddr> {
+    match packet.first()? >> 4 {
+        4 if packet.len() >= 20 => Some(IpAddr::from(<[u8; 4]>::try_from(&packet[16..20]).ok()?)),
+        6 if packet.len() >= 40 => Some(IpAddr::from(<[u8; 16]>::try_from(&packet[24..40]).ok()?)),
+        _ => None,
+    }
+}
+
+/// One path's socket to the TUN device: open, check, reorder, write.
+async fn path_to_tun(shared: Arc<Shared>, index: usize) {
+    let path = &shared.paths[index];
+    let mut buf = vec![0u8; MAX_PACKET];
+    let mut out = vec![0u8; MAX_PACKET];
+    loop {
+        let (n, from) = match path.socket.recv_from(&mut buf).await {
+            Ok(x) => x,
+            Err(e) => {
+                // ICMP errors surface here on some kernels; the path's other
+                // traffic, and every other path, carry on.
+                path.counters.recv_errors.bump();
+                debug!(path = %path.id, error = %e, "receive error");
+                continue;
+            }
+        };
+        let from = SocketAddr::new(from.ip().to_canonical(), from.port());
+        let mut replies: Vec<Vec<u8>> = Vec::new();
+        let (opened, established) = {
+            let mut session = lock(&path.session);
+            let opened = session.open(from.ip(), &buf[..n], &mut out, |r| replies.push(r.to_vec()));
+            (opened, session.is_established())
+        };
+        match opened {
+            Opened::Rejected(e) => {
+                path.counters.rejected.count(e);
+                continue;
+            }
+            Opened::CookieChallenge => {}
+            Opened::Control => path.learn_endpoint(from),
+            Opened::Packet {
+                packet,
+                source,
+                trailer,
+            } => {
+                path.learn_endpoint(from);
+                if !shared.allowed(source) {
+                    shared.tun_counters.dropped_disallowed_source.bump();
+                } else {
+                    path.counters.rx_packets.bump();
+                    path.counters.rx_bytes.add(packet.len() as u64);
+                    deliver(&shared, trailer.epoch, trailer.seq, packet);
+                }
+            }
+        }
+        for reply in &replies {
+            if path.socket.send_to(reply, from).await.is_err() {
+                path.counters.send_errors.bump();
+            }
+        }
+        path.set_up(established && path.endpoint().is_some());
+    }
+}
+
+fn deliver(shared: &Shared, epoch: u32, seq: mptun_core::Seq, packet: &[u8]) {
+    let mut rx = lock(&shared.receiver);
+    match rx.handle_packet(Instant::now(), epoch, seq, packet) {
+        Verdict::DeliverNow => shared.write_tun(packet),
+        Verdict::Buffered => shared.reorder_wake.notify_one(),
+        Verdict::Dropped(_) => {}
+    }
+    shared.write_released(&mut rx);
+}
+
+/// Skip gaps in the reorder buffer once they have been held long enough.
+async fn reorder_timer(shared: Arc<Shared>) {
+    loop {
+        let deadline = lock(&shared.receiver).poll_timeout();
+        match deadline {
+            Some(at) => {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(at.into()) => {
+                        let mut rx = lock(&shared.receiver);
+                        rx.handle_timeout(Instant::now());
+                        shared.write_released(&mut rx);
+                    }
+                    _ = shared.reorder_wake.notified() => {}
+                }
+            }
+            None => shared.reorder_wake.notified().await,
+        }
+    }
+}
+
+/// WireGuard's timers for every path, and each path's up/down state.
+async fn wireguard_timers(shared: Arc<Shared>) {
+    let mut out = vec![0u8; 2048];
+    // Start handshakes at once rather than on the first packet, so paths are
+    // up before traffic arrives.
+    for path in &shared.paths {
+        let mut initiation = Vec::new();
+        lock(&path.session).initiate(&mut out, |d| initiation = d.to_vec());
+        if let (false, Some(to)) = (initiation.is_empty(), path.destination()) {
+            let _ = path.socket.send_to(&initiation, to).await;
+        }
+    }
+    let mut interval = tokio::time::interval(WG_TICK);
+    loop {
+        interval.tick().await;
+        for path in &shared.paths {
+            let mut datagrams: Vec<Vec<u8>> = Vec::new();
+            let established = {
+                let mut session = lock(&path.session);
+                session.tick(&mut out, |d| datagrams.push(d.to_vec())) && session.is_established()
+            };
+            let to = path.destination();
+            if let Some(to) = to {
+                for d in &datagrams {
+                    if path.socket.send_to(d, to).await.is_err() {
+                        path.counters.send_errors.bump();
+                    }
+                }
+            }
+            path.set_up(established && to.is_some());
+        }
+    }
+}
+
+/// Return whether `nets` has a network equal to `net`'s.
+pub(crate) fn has_network(nets: &[IpNet], net: IpNet) -> bool {
+    nets.iter().any(|n| n.network() == net.network())
+}
