@@ -24,7 +24,7 @@ pub mod sender;
 pub mod seq;
 pub mod wire;
 
-pub use path::{PathId, MAX_PATHS};
+pub use path::{PathId, PathSet, MAX_PATHS};
 pub use reorder::{DropReason, ReorderBuffer, ReorderConfig, ReorderStats, Verdict};
 pub use scheduler::WeightedRoundRobin;
 pub use sender::Sender;

@@ -4,7 +4,9 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+use crate::path::{PathId, PathSet};
 use crate::seq::Seq;
+use crate::wire::Trailer;
 
 /// Limits of a [`ReorderBuffer`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,7 +27,9 @@ pub struct ReorderConfig {
 impl Default for ReorderConfig {
     fn default() -> Self {
         ReorderConfig {
-            hold: Duration::from_millis(25),
+            // Covers the delay skew of paths with different queues; real
+            // losses do not wait for it (see `skipped_loss`).
+            hold: Duration::from_millis(100),
             // 8192 full-size packets are ~12 MB: 100 ms at 1 Gbit/s.
             capacity: 8192,
             epoch_quiet: Duration::from_millis(200),
@@ -64,6 +68,9 @@ pub struct ReorderStats {
     pub in_order: u64,
     /// Packets that had to wait for an earlier one.
     pub buffered: u64,
+    /// Sequence numbers given up on as lost because every active path had
+    /// already delivered past them.
+    pub skipped_loss: u64,
     /// Sequence numbers given up on after waiting for the hold time.
     pub skipped_timeout: u64,
     /// Sequence numbers given up on because the buffer was full.
@@ -103,6 +110,12 @@ pub struct ReorderBuffer {
     /// front is the packet whose gap has waited longest. Entries whose
     /// sequence was already passed are removed lazily from the front.
     arrivals: VecDeque<(Instant, Seq)>,
+    /// Highest sequence number each path has delivered, indexed by
+    /// `PathId`. Each path delivers in the order it was sent (one queue, one
+    /// socket, one task), so nothing earlier can still be in flight on it.
+    highest: Vec<Option<Seq>>,
+    /// The paths the sender stripes over, as of its latest packet.
+    in_use: PathSet,
     /// Packets released in order, not yet taken by the caller.
     ready: VecDeque<Vec<u8>>,
     /// Buffers given back by the caller, reused to avoid an allocation per
@@ -120,6 +133,8 @@ impl ReorderBuffer {
             next: Seq(0),
             window: VecDeque::new(),
             arrivals: VecDeque::new(),
+            highest: Vec::new(),
+            in_use: PathSet::default(),
             ready: VecDeque::new(),
             spare: Vec::new(),
             stats: ReorderStats::default(),
@@ -141,8 +156,15 @@ impl ReorderBuffer {
         self.arrivals.len()
     }
 
-    /// Take in one authenticated packet with its sender epoch and sequence.
-    pub fn handle_packet(&mut self, now: Instant, epoch: u32, seq: Seq, packet: &[u8]) -> Verdict {
+    /// Take in one authenticated packet that came on `path` with `trailer`.
+    pub fn handle_packet(
+        &mut self,
+        now: Instant,
+        path: PathId,
+        trailer: &Trailer,
+        packet: &[u8],
+    ) -> Verdict {
+        let (epoch, seq) = (trailer.epoch, trailer.seq);
         match self.epoch {
             None => self.adopt_epoch(now, epoch, seq),
             Some((current, _)) if current == epoch => {}
@@ -160,6 +182,7 @@ impl ReorderBuffer {
             }
         }
         self.epoch = Some((epoch, now));
+        self.note_progress(path, trailer);
 
         let mut offset = seq.distance_from(self.next);
         if offset < 0 {
@@ -201,6 +224,7 @@ impl ReorderBuffer {
         self.window[offset] = Some(Held { packet });
         self.arrivals.push_back((now, seq));
         self.stats.buffered += 1;
+        self.release_losses();
         Verdict::Buffered
     }
 
@@ -233,6 +257,7 @@ impl ReorderBuffer {
             // it and whatever follows it contiguously are released.
             self.skip_to(seq, Skip::Timeout);
         }
+        self.release_losses();
     }
 
     fn adopt_epoch(&mut self, now: Instant, epoch: u32, seq: Seq) {
@@ -240,6 +265,53 @@ impl ReorderBuffer {
         self.next = seq;
         self.window.clear();
         self.arrivals.clear();
+        self.highest.clear();
+    }
+
+    fn note_progress(&mut self, path: PathId, trailer: &Trailer) {
+        let i = path.index();
+        if self.highest.len() <= i {
+            self.highest.resize(i + 1, None);
+        }
+        let highest = &mut self.highest[i];
+        if highest.is_none_or(|h| h.is_before(trailer.seq)) {
+            *highest = Some(trailer.seq);
+        }
+        if self
+            .highest_seen()
+            .is_none_or(|h| !trailer.seq.is_before(h))
+        {
+            self.in_use = trailer.paths_in_use;
+        }
+    }
+
+    fn highest_seen(&self) -> Option<Seq> {
+        self.highest
+            .iter()
+            .flatten()
+            .copied()
+            .reduce(|a, b| if a.is_before(b) { b } else { a })
+    }
+
+    /// Skip gaps that cannot be filled any more: every path the sender
+    /// stripes over has already delivered something later. A path it stripes
+    /// over but that never delivers is waited for until the hold time.
+    fn release_losses(&mut self) {
+        while matches!(self.window.front(), Some(None)) {
+            let gap = self.next;
+            let highest = &self.highest;
+            let all_past = self.in_use.iter().all(|p| {
+                highest
+                    .get(p.index())
+                    .copied()
+                    .flatten()
+                    .is_some_and(|h| gap.is_before(h))
+            });
+            if !all_past {
+                break;
+            }
+            self.skip_to(gap.next(), Skip::Loss);
+        }
     }
 
     fn copy_of(&mut self, packet: &[u8]) -> Vec<u8> {
@@ -255,6 +327,7 @@ impl ReorderBuffer {
             match self.window.pop_front() {
                 Some(Some(held)) => self.ready.push_back(held.packet),
                 Some(None) | None => match why {
+                    Skip::Loss => self.stats.skipped_loss += 1,
                     Skip::Timeout => self.stats.skipped_timeout += 1,
                     Skip::Overflow => self.stats.skipped_overflow += 1,
                     Skip::Restart => self.stats.skipped_restart += 1,
@@ -270,6 +343,7 @@ impl ReorderBuffer {
         self.window.pop_front();
         self.next = self.next.next();
         self.release_contiguous();
+        self.release_losses();
     }
 
     fn release_contiguous(&mut self) {
@@ -291,6 +365,7 @@ impl ReorderBuffer {
 
 #[derive(Clone, Copy)]
 enum Skip {
+    Loss,
     Timeout,
     Overflow,
     Restart,
@@ -299,20 +374,26 @@ enum Skip {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::Kind;
 
     const EPOCH: u32 = 7;
+    const P0: PathId = PathId(0);
+    const P1: PathId = PathId(1);
 
     struct Harness {
         buf: ReorderBuffer,
         start: Instant,
+        in_use: PathSet,
         delivered: Vec<u32>,
     }
 
     impl Harness {
+        /// A buffer whose sender stripes over paths 0 and 1.
         fn new(config: ReorderConfig) -> Self {
             Harness {
                 buf: ReorderBuffer::new(config),
                 start: Instant::now(),
+                in_use: PathSet(0b11),
                 delivered: Vec::new(),
             }
         }
@@ -322,11 +403,18 @@ mod tests {
         }
 
         /// Feed a packet whose payload is its own sequence number.
-        fn feed_from(&mut self, ms: u64, epoch: u32, seq: u32) -> Verdict {
+        fn feed_from(&mut self, ms: u64, path: PathId, epoch: u32, seq: u32) -> Verdict {
             let now = self.at(ms);
+            let trailer = Trailer {
+                seq: Seq(seq),
+                path_seq: Seq(0),
+                epoch,
+                paths_in_use: self.in_use,
+                kind: Kind::Data,
+            };
             let verdict = self
                 .buf
-                .handle_packet(now, epoch, Seq(seq), &seq.to_be_bytes());
+                .handle_packet(now, path, &trailer, &seq.to_be_bytes());
             if verdict == Verdict::DeliverNow {
                 self.delivered.push(seq);
             }
@@ -334,8 +422,8 @@ mod tests {
             verdict
         }
 
-        fn feed(&mut self, ms: u64, seq: u32) -> Verdict {
-            self.feed_from(ms, EPOCH, seq)
+        fn feed(&mut self, ms: u64, path: PathId, seq: u32) -> Verdict {
+            self.feed_from(ms, path, EPOCH, seq)
         }
 
         fn tick(&mut self, ms: u64) {
@@ -364,7 +452,8 @@ mod tests {
     fn in_order_packets_pass_straight_through() {
         let mut h = Harness::new(config());
         for seq in 100..110 {
-            assert_eq!(h.feed(0, seq), Verdict::DeliverNow);
+            let path = PathId((seq % 2) as u8);
+            assert_eq!(h.feed(0, path, seq), Verdict::DeliverNow);
         }
         assert_eq!(h.delivered, (100..110).collect::<Vec<_>>());
         assert_eq!(h.buf.stats().in_order, 10);
@@ -372,53 +461,82 @@ mod tests {
     }
 
     #[test]
-    fn reordered_packets_come_out_in_order() {
+    fn slow_path_is_waited_for_and_order_restored() {
         let mut h = Harness::new(config());
-        h.feed(0, 0);
-        assert_eq!(h.feed(1, 3), Verdict::Buffered);
-        assert_eq!(h.feed(1, 2), Verdict::Buffered);
+        // Even numbers on the fast path 0, odd ones on the slow path 1.
+        h.feed(0, P0, 0);
+        assert_eq!(h.feed(1, P0, 2), Verdict::Buffered);
+        assert_eq!(h.feed(1, P0, 4), Verdict::Buffered);
         assert_eq!(h.buf.held_len(), 2);
-        assert_eq!(h.feed(2, 1), Verdict::DeliverNow);
-        assert_eq!(h.delivered, vec![0, 1, 2, 3]);
+        assert_eq!(h.feed(9, P1, 1), Verdict::DeliverNow);
+        assert_eq!(h.feed(10, P1, 3), Verdict::DeliverNow);
+        assert_eq!(h.delivered, vec![0, 1, 2, 3, 4]);
         assert_eq!(h.buf.held_len(), 0);
         assert_eq!(h.buf.poll_timeout(), None);
         let stats = h.buf.stats();
-        assert_eq!((stats.in_order, stats.buffered), (2, 2));
-        assert_eq!(stats.skipped_timeout, 0);
+        assert_eq!((stats.in_order, stats.buffered), (3, 2));
+        assert_eq!(stats.skipped_loss + stats.skipped_timeout, 0);
+    }
+
+    #[test]
+    fn loss_is_released_at_once_when_every_path_has_passed_it() {
+        let mut h = Harness::new(config());
+        h.feed(0, P0, 0);
+        // 1 was sent on path 1 and lost there.
+        h.feed(1, P0, 2);
+        h.feed(1, P0, 4);
+        assert_eq!(h.delivered, vec![0], "path 1 has not passed 1 yet");
+        // Path 1 delivers 3: it can no longer deliver 1, so 1 is lost.
+        h.feed(2, P1, 3);
+        assert_eq!(h.delivered, vec![0, 2, 3, 4]);
+        let stats = h.buf.stats();
+        assert_eq!((stats.skipped_loss, stats.skipped_timeout), (1, 0));
+        assert_eq!(h.buf.poll_timeout(), None);
+    }
+
+    #[test]
+    fn a_path_the_sender_does_not_use_is_not_waited_for() {
+        let mut h = Harness::new(config());
+        h.in_use = PathSet(0b01);
+        h.feed(0, P0, 0);
+        h.feed(1, P0, 2);
+        assert_eq!(h.delivered, vec![0, 2]);
+        assert_eq!(h.buf.stats().skipped_loss, 1);
     }
 
     #[test]
     fn gap_is_skipped_after_the_hold_time_and_not_before() {
         let mut h = Harness::new(config());
-        h.feed(0, 0);
-        h.feed(5, 2);
-        h.feed(8, 4);
+        // Path 1 goes silent: its gaps are only given up on by the timer.
+        h.feed(0, P0, 0);
+        h.feed(5, P0, 2);
+        h.feed(8, P0, 4);
         assert_eq!(h.buf.poll_timeout(), Some(h.at(25)));
         h.tick(24);
         assert_eq!(h.delivered, vec![0], "released before the hold time");
         h.tick(25);
-        // Seq 1 is given up on; 2 comes out; 3 is a new gap whose clock
-        // started when 4 arrived.
+        // 1 is given up on; 2 comes out; 3 is a new gap whose clock started
+        // when 4 arrived.
         assert_eq!(h.delivered, vec![0, 2]);
         assert_eq!(h.buf.poll_timeout(), Some(h.at(28)));
         h.tick(28);
         assert_eq!(h.delivered, vec![0, 2, 4]);
         assert_eq!(h.buf.stats().skipped_timeout, 2);
         // The skipped packet turning up late is not delivered out of order.
-        assert_eq!(h.feed(30, 1), Verdict::Dropped(DropReason::Stale));
-        assert_eq!(h.feed(30, 5), Verdict::DeliverNow);
+        assert_eq!(h.feed(30, P1, 1), Verdict::Dropped(DropReason::Stale));
+        assert_eq!(h.feed(30, P1, 5), Verdict::DeliverNow);
     }
 
     #[test]
     fn duplicates_and_replays_are_dropped_and_counted() {
         let mut h = Harness::new(config());
-        h.feed(0, 10);
-        h.feed(0, 12);
-        assert_eq!(h.feed(1, 12), Verdict::Dropped(DropReason::Duplicate));
-        h.feed(1, 11);
+        h.feed(0, P0, 10);
+        h.feed(0, P0, 12);
+        assert_eq!(h.feed(1, P0, 12), Verdict::Dropped(DropReason::Duplicate));
+        h.feed(1, P1, 11);
         // Already delivered: a copy arriving on another path is stale.
-        assert_eq!(h.feed(2, 10), Verdict::Dropped(DropReason::Stale));
-        assert_eq!(h.feed(2, 12), Verdict::Dropped(DropReason::Stale));
+        assert_eq!(h.feed(2, P1, 10), Verdict::Dropped(DropReason::Stale));
+        assert_eq!(h.feed(2, P0, 12), Verdict::Dropped(DropReason::Stale));
         assert_eq!(h.delivered, vec![10, 11, 12]);
         let stats = h.buf.stats();
         assert_eq!((stats.dropped_duplicate, stats.dropped_stale), (1, 2));
@@ -427,10 +545,10 @@ mod tests {
     #[test]
     fn a_packet_beyond_capacity_skips_the_oldest_gaps() {
         let mut h = Harness::new(config());
-        h.feed(0, 0);
-        h.feed(0, 2);
+        h.feed(0, P0, 0);
+        h.feed(0, P0, 2);
         // 0 delivered, next is 1, window holds 1..=64; 70 needs next = 7.
-        h.feed(1, 70);
+        h.feed(1, P0, 70);
         assert_eq!(h.delivered, vec![0, 2]);
         assert_eq!(h.buf.stats().skipped_overflow, 5); // 1, 3, 4, 5, 6
         assert_eq!(h.buf.held_len(), 1);
@@ -440,9 +558,9 @@ mod tests {
     #[test]
     fn memory_stays_bounded_under_a_flood_of_far_ahead_packets() {
         let mut h = Harness::new(config());
-        h.feed(0, 0);
+        h.feed(0, P0, 0);
         for seq in (2..100_000).step_by(2) {
-            h.feed(1, seq);
+            h.feed(1, P0, seq);
             assert!(h.buf.held_len() <= 64);
             assert!(h.buf.window.len() <= 64);
         }
@@ -452,38 +570,40 @@ mod tests {
     fn order_holds_across_sequence_wrap_around() {
         let mut h = Harness::new(config());
         let start = u32::MAX - 3;
-        h.feed(0, start);
-        let mut expected = vec![start];
-        // Swap every pair across the wrap.
-        let seqs: Vec<u32> = (1..8).map(|i| start.wrapping_add(i)).collect();
+        let path_of = |seq: u32| PathId((seq % 2) as u8);
+        h.feed(0, path_of(start), start);
+        // Each odd-numbered packet overtakes the even one before it.
+        let seqs: Vec<u32> = (1..9).map(|i| start.wrapping_add(i)).collect();
         for pair in seqs.chunks(2) {
             for &s in pair.iter().rev() {
-                h.feed(1, s);
+                h.feed(1, path_of(s), s);
             }
         }
+        let mut expected = vec![start];
         expected.extend(&seqs);
-        h.tick(100);
         assert_eq!(h.delivered, expected);
+        let stats = h.buf.stats();
+        assert_eq!(stats.skipped_loss + stats.skipped_timeout, 0);
     }
 
     #[test]
     fn follows_a_restarted_peer_after_the_old_epoch_goes_quiet() {
         let mut h = Harness::new(config());
         for seq in 5000..5003 {
-            h.feed(0, seq);
+            h.feed(0, P0, seq);
         }
-        h.feed(1, 5004); // 5003 lost in the crash
-                         // The restarted peer counts from zero under a new epoch. Too soon
-                         // after the old epoch was heard: could be a straggler, dropped.
+        h.feed(1, P0, 5004); // 5003 was on path 1 and lost in the crash
+                             // The restarted peer counts from zero under a new epoch. Too soon
+                             // after the old epoch was heard: could be a straggler, dropped.
         assert_eq!(
-            h.feed_from(50, 8, 0),
+            h.feed_from(50, P0, 8, 0),
             Verdict::Dropped(DropReason::ForeignEpoch)
         );
         // Once the old epoch has been quiet long enough, the new one wins and
         // what the old one left behind is delivered first (so the new packet
         // queues behind it rather than going out at once).
-        assert_eq!(h.feed_from(101, 8, 1), Verdict::Buffered);
-        assert_eq!(h.feed_from(102, 8, 2), Verdict::DeliverNow);
+        assert_eq!(h.feed_from(101, P0, 8, 1), Verdict::Buffered);
+        assert_eq!(h.feed_from(102, P1, 8, 2), Verdict::DeliverNow);
         assert_eq!(h.delivered, vec![5000, 5001, 5002, 5004, 1, 2]);
         let stats = h.buf.stats();
         assert_eq!(stats.epoch_changes, 1);
@@ -491,7 +611,7 @@ mod tests {
         assert_eq!(stats.dropped_foreign_epoch, 1);
         // A straggler from the dead epoch is now the foreign one.
         assert_eq!(
-            h.feed_from(103, EPOCH, 5005),
+            h.feed_from(103, P1, EPOCH, 5005),
             Verdict::Dropped(DropReason::ForeignEpoch)
         );
     }
@@ -500,14 +620,24 @@ mod tests {
     fn in_order_packet_waits_behind_released_ones_not_taken_yet() {
         let mut buf = ReorderBuffer::new(config());
         let t = Instant::now();
-        buf.handle_packet(t, EPOCH, Seq(0), b"a");
-        buf.handle_packet(t, EPOCH, Seq(2), b"c");
+        let trailer = |seq| Trailer {
+            seq: Seq(seq),
+            path_seq: Seq(0),
+            epoch: EPOCH,
+            paths_in_use: PathSet(0b11),
+            kind: Kind::Data,
+        };
+        buf.handle_packet(t, P0, &trailer(0), b"a");
+        buf.handle_packet(t, P0, &trailer(2), b"c");
         assert_eq!(
-            buf.handle_packet(t, EPOCH, Seq(1), b"b"),
+            buf.handle_packet(t, P1, &trailer(1), b"b"),
             Verdict::DeliverNow
         );
         // "c" is released but not taken; "d" must queue behind it.
-        assert_eq!(buf.handle_packet(t, EPOCH, Seq(3), b"d"), Verdict::Buffered);
+        assert_eq!(
+            buf.handle_packet(t, P1, &trailer(3), b"d"),
+            Verdict::Buffered
+        );
         assert_eq!(buf.poll_release().as_deref(), Some(&b"c"[..]));
         assert_eq!(buf.poll_release().as_deref(), Some(&b"d"[..]));
         assert_eq!(buf.poll_release(), None);

@@ -1,6 +1,6 @@
 //! The send side: numbers each packet and picks its path.
 
-use crate::path::PathId;
+use crate::path::{PathId, PathSet};
 use crate::scheduler::WeightedRoundRobin;
 use crate::seq::Seq;
 use crate::wire::{Kind, Trailer};
@@ -38,12 +38,20 @@ impl Sender {
         &mut self,
         usable: impl Fn(PathId) -> bool,
     ) -> Option<(PathId, Trailer)> {
-        let path = self.scheduler.pick(usable)?;
+        let mut in_use = PathSet::default();
+        for i in 0..self.path_seq.len() {
+            let p = PathId(i as u8);
+            if self.scheduler.weight(p) > 0 && usable(p) {
+                in_use.insert(p);
+            }
+        }
+        let path = self.scheduler.pick(|p| in_use.contains(p))?;
         let slot = &mut self.path_seq[path.index()];
         let trailer = Trailer {
             seq: self.next_seq,
             path_seq: *slot,
             epoch: self.epoch,
+            paths_in_use: in_use,
             kind: Kind::Data,
         };
         *slot = slot.next();
@@ -63,6 +71,7 @@ mod tests {
             .map(|_| {
                 let (p, t) = s.handle_outbound(|_| true).unwrap();
                 assert_eq!(t.epoch, 42);
+                assert_eq!(t.paths_in_use, PathSet(0b11));
                 (p.0, t.seq.0, t.path_seq.0)
             })
             .collect();

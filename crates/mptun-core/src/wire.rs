@@ -18,14 +18,18 @@
 //! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //! |                        sender epoch                           |
 //! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
-//! |         reserved (0)          |   flags (0)   |version| kind  |
+//! |        paths in use           |   flags (0)   |version| kind  |
 //! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //! ```
 //!
 //! All fields are big-endian. The epoch is chosen at random when a sender
 //! starts, so a receiver can tell a restarted peer (whose sequence numbers
-//! start again at zero) from a stale packet.
+//! start again at zero) from a stale packet. "Paths in use" is the set of
+//! paths the sender is striping over (bit i for path i): a gap in the global
+//! order is lost once every one of them has delivered past it, since each
+//! path delivers in the order it was sent.
 
+use crate::path::PathSet;
 use crate::seq::Seq;
 
 /// Bytes the trailer adds to every packet.
@@ -51,6 +55,8 @@ pub struct Trailer {
     pub path_seq: Seq,
     /// Random identity of the sender's run; changes when the peer restarts.
     pub epoch: u32,
+    /// Paths the sender is striping over when it sent this packet.
+    pub paths_in_use: PathSet,
     /// What the packet carries.
     pub kind: Kind,
 }
@@ -65,8 +71,8 @@ pub enum WireError {
     UnknownVersion,
     /// A kind this build does not know.
     UnknownKind,
-    /// Reserved bits or flags set; a future layout this build cannot read.
-    ReservedBitsSet,
+    /// Flags set that this build does not know.
+    UnknownFlags,
 }
 
 impl Trailer {
@@ -79,7 +85,8 @@ impl Trailer {
         out[0..4].copy_from_slice(&self.seq.0.to_be_bytes());
         out[4..8].copy_from_slice(&self.path_seq.0.to_be_bytes());
         out[8..12].copy_from_slice(&self.epoch.to_be_bytes());
-        out[12..15].fill(0);
+        out[12..14].copy_from_slice(&self.paths_in_use.0.to_be_bytes());
+        out[14] = 0;
         out[15] = (VERSION << 4) | self.kind as u8;
     }
 
@@ -99,13 +106,14 @@ impl Trailer {
             1 => Kind::Data,
             _ => return Err(WireError::UnknownKind),
         };
-        if t[12..15] != [0, 0, 0] {
-            return Err(WireError::ReservedBitsSet);
+        if t[14] != 0 {
+            return Err(WireError::UnknownFlags);
         }
         let trailer = Trailer {
             seq: Seq(word(0)),
             path_seq: Seq(word(4)),
             epoch: word(8),
+            paths_in_use: PathSet(u16::from_be_bytes([t[12], t[13]])),
             kind,
         };
         Ok((trailer, body_len))
@@ -120,7 +128,8 @@ mod tests {
         0x01, 0x02, 0x03, 0x04, // seq
         0xff, 0xff, 0xff, 0xfe, // path seq
         0xde, 0xad, 0xbe, 0xef, // epoch
-        0x00, 0x00, 0x00, // reserved, flags
+        0x80, 0x05, // paths in use: 0, 2, 15
+        0x00, // flags
         0x11, // version 1, kind data
     ];
 
@@ -129,6 +138,7 @@ mod tests {
             seq: Seq(0x0102_0304),
             path_seq: Seq(0xffff_fffe),
             epoch: 0xdead_beef,
+            paths_in_use: PathSet(0x8005),
             kind: Kind::Data,
         }
     }
@@ -162,10 +172,7 @@ mod tests {
         assert_eq!(Trailer::decode_suffix(&bad), Err(WireError::UnknownKind));
         bad = GOLDEN;
         bad[14] = 1;
-        assert_eq!(
-            Trailer::decode_suffix(&bad),
-            Err(WireError::ReservedBitsSet)
-        );
+        assert_eq!(Trailer::decode_suffix(&bad), Err(WireError::UnknownFlags));
     }
 
     #[test]

@@ -224,6 +224,15 @@ impl PathSession {
         }
     }
 
+    /// Send a fresh handshake initiation even if one is under way.
+    pub fn initiate_now(&mut self, out: &mut [u8], mut send: impl FnMut(&[u8])) {
+        if let TunnResult::WriteToNetwork(datagram) =
+            self.tunn.format_handshake_initiation(out, true)
+        {
+            send(datagram);
+        }
+    }
+
     /// Return whether a session is established, i.e. data can be sent.
     pub fn is_established(&self) -> bool {
         self.tunn.time_since_last_handshake().is_some()

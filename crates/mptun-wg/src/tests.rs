@@ -3,7 +3,7 @@
 
 use std::net::{IpAddr, Ipv4Addr};
 
-use mptun_core::{Kind, Seq, Trailer, TRAILER_LEN};
+use mptun_core::{Kind, PathSet, Seq, Trailer, TRAILER_LEN};
 
 use super::*;
 
@@ -58,6 +58,7 @@ fn sample_trailer() -> Trailer {
         seq: Seq(0xfeed_f00d),
         path_seq: Seq(3),
         epoch: 77,
+        paths_in_use: PathSet(0b111),
         kind: Kind::Data,
     }
 }

@@ -2,7 +2,6 @@
 //! snapshot of its counters; the client prints it like `wg show`.
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
@@ -16,12 +15,29 @@ use tracing::warn;
 use crate::counters::RejectSnapshot;
 use crate::tunnel::{lock, Shared};
 
-/// Folder of the status sockets, one per interface.
-pub const RUN_DIR: &str = "/run/mptun";
+/// Prefix of the status sockets' names, one per interface. They live in the
+/// abstract namespace, which is per network namespace, so tunnels of the
+/// same name in different namespaces (two sites on one lab machine) each
+/// have their own, and nothing is left on disk after a crash.
+const SOCKET_PREFIX: &str = "mptun/";
 
-/// Return the status socket of an interface.
-pub fn socket_path(interface: &str) -> PathBuf {
-    Path::new(RUN_DIR).join(format!("{interface}.sock"))
+fn socket_addr(interface: &str) -> std::io::Result<std::os::unix::net::SocketAddr> {
+    use std::os::linux::net::SocketAddrExt;
+    std::os::unix::net::SocketAddr::from_abstract_name(format!("{SOCKET_PREFIX}{interface}"))
+}
+
+/// Return the interfaces with a status socket in this network namespace.
+fn running_interfaces() -> Vec<String> {
+    let table = std::fs::read_to_string("/proc/net/unix").unwrap_or_default();
+    let mut names: Vec<String> = table
+        .lines()
+        .filter_map(|line| line.split_whitespace().nth(7))
+        .filter_map(|path| path.strip_prefix('@')?.strip_prefix(SOCKET_PREFIX))
+        .map(str::to_string)
+        .collect();
+    names.sort();
+    names.dedup();
+    names
 }
 
 /// Everything `mptun show` reports.
@@ -58,6 +74,7 @@ pub struct ReorderStatus {
     pub held_now: usize,
     pub in_order: u64,
     pub buffered: u64,
+    pub skipped_loss: u64,
     pub skipped_timeout: u64,
     pub skipped_overflow: u64,
     pub skipped_restart: u64,
@@ -91,6 +108,7 @@ fn reorder_status(stats: ReorderStats, hold_ms: f64, held_now: usize) -> Reorder
         held_now,
         in_order: stats.in_order,
         buffered: stats.buffered,
+        skipped_loss: stats.skipped_loss,
         skipped_timeout: stats.skipped_timeout,
         skipped_overflow: stats.skipped_overflow,
         skipped_restart: stats.skipped_restart,
@@ -162,26 +180,33 @@ pub(crate) fn snapshot(shared: &Shared) -> Status {
     }
 }
 
-/// Serves status snapshots until dropped; removes its socket file then.
+/// Serves status snapshots until dropped.
 pub(crate) struct StatusServer {
-    path: PathBuf,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl StatusServer {
     pub fn start(shared: Arc<Shared>) -> anyhow::Result<StatusServer> {
-        let path = socket_path(&shared.config.interface.name);
-        std::fs::create_dir_all(RUN_DIR).with_context(|| format!("create {RUN_DIR}"))?;
-        // A socket file left by a run that was killed is stale: the TUN name
-        // is ours (creating the device succeeded), so nobody else serves it.
-        let _ = std::fs::remove_file(&path);
-        let listener =
-            UnixListener::bind(&path).with_context(|| format!("listen on {}", path.display()))?;
+        let name = &shared.config.interface.name;
+        let std_listener = std::os::unix::net::UnixListener::bind_addr(&socket_addr(name)?)
+            .with_context(|| format!("listen on status socket @{SOCKET_PREFIX}{name}"))?;
+        std_listener.set_nonblocking(true)?;
+        let listener = UnixListener::from_std(std_listener)?;
+        // SAFETY: geteuid has no preconditions.
+        let own_uid = unsafe { libc::geteuid() };
         let task = tokio::spawn(async move {
             loop {
                 let Ok((mut stream, _)) = listener.accept().await else {
                     continue;
                 };
+                // Abstract sockets have no file permissions: answer only root
+                // and our own user, as `wg show` needs root.
+                let allowed = stream
+                    .peer_cred()
+                    .is_ok_and(|c| c.uid() == 0 || c.uid() == own_uid);
+                if !allowed {
+                    continue;
+                }
                 let status = snapshot(&shared);
                 match serde_json::to_vec(&status) {
                     Ok(bytes) => {
@@ -191,41 +216,40 @@ impl StatusServer {
                 }
             }
         });
-        Ok(StatusServer { path, task })
+        Ok(StatusServer { task })
     }
 }
 
 impl Drop for StatusServer {
     fn drop(&mut self) {
         self.task.abort();
-        let _ = std::fs::remove_file(&self.path);
     }
 }
 
-/// Fetch the status of a running tunnel.
+/// Fetch the status of a running tunnel in this network namespace.
 pub fn fetch(interface: Option<&str>) -> anyhow::Result<Status> {
     use std::io::Read;
-    let path = match interface {
-        Some(name) => socket_path(name),
+    let name = match interface {
+        Some(name) => name.to_string(),
         None => {
-            let mut sockets: Vec<PathBuf> = std::fs::read_dir(RUN_DIR)
-                .map(|dir| dir.filter_map(|e| e.ok().map(|e| e.path())).collect())
-                .unwrap_or_default();
-            sockets.retain(|p| p.extension().is_some_and(|e| e == "sock"));
-            match sockets.len() {
-                0 => bail!("no running mptun found (no sockets in {RUN_DIR})"),
-                1 => sockets.remove(0),
-                _ => {
-                    bail!("several mptun interfaces are running; name one: mptun show <interface>")
-                }
+            let mut running = running_interfaces();
+            match running.len() {
+                0 => bail!("no running mptun in this network namespace"),
+                1 => running.remove(0),
+                _ => bail!(
+                    "several mptun interfaces are running ({}); name one: mptun show <interface>",
+                    running.join(", ")
+                ),
             }
         }
     };
-    let mut stream = std::os::unix::net::UnixStream::connect(&path)
-        .with_context(|| format!("connect to {} (is `mptun up` running?)", path.display()))?;
+    let mut stream = std::os::unix::net::UnixStream::connect_addr(&socket_addr(&name)?)
+        .with_context(|| {
+            format!("no mptun interface {name:?} is running in this network namespace")
+        })?;
     let mut text = String::new();
     stream.read_to_string(&mut text)?;
-    serde_json::from_str(&text).with_context(|| format!("read status from {}", path.display()))
+    serde_json::from_str(&text).with_context(|| format!("read status of {name}"))
 }
 
 fn bytes(n: u64) -> String {
@@ -262,8 +286,8 @@ pub fn render(s: &Status) -> String {
     );
     let _ = writeln!(
         o,
-        "  skipped: {} on timeout, {} on overflow, {} on peer restart",
-        r.skipped_timeout, r.skipped_overflow, r.skipped_restart
+        "  skipped: {} as lost, {} on timeout, {} on overflow, {} on peer restart",
+        r.skipped_loss, r.skipped_timeout, r.skipped_overflow, r.skipped_restart
     );
     let _ = writeln!(
         o,

@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use mptun_core::{PathId, ReorderBuffer, Sender, Verdict, TRAILER_LEN};
+use mptun_core::{PathId, ReorderBuffer, Sender, Trailer, Verdict, TRAILER_LEN};
 use mptun_wg::{Opened, PathSession, SessionConfig};
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::net::UdpSocket;
@@ -39,6 +39,9 @@ const SOCKET_BUFFER: usize = 4 << 20;
 
 /// How often WireGuard's timers run, as boringtun expects.
 const WG_TICK: Duration = Duration::from_millis(250);
+
+/// Ticks between handshake initiations while a path has no session.
+const RETRY_TICKS: u64 = 4;
 
 /// Largest datagram or TUN packet handled.
 const MAX_PACKET: usize = 65_535;
@@ -79,7 +82,8 @@ impl PathIo {
     fn set_up(&self, up: bool) {
         if self.up.swap(up, Relaxed) != up {
             if up {
-                info!(path = %self.id, endpoint = ?self.endpoint(), "path up");
+                let endpoint = self.endpoint().map(|e| e.to_string()).unwrap_or_default();
+                info!(path = %self.id, %endpoint, "path up");
             } else {
                 warn!(path = %self.id, "path down: no WireGuard session");
             }
@@ -273,7 +277,14 @@ impl Tunnel {
             config,
         });
         for path in &shared.paths {
-            info!(path = %path.id, local = %path.local, endpoint = ?path.endpoint(), "listening");
+            match path.endpoint() {
+                Some(endpoint) => {
+                    info!(path = %path.id, local = %path.local, %endpoint, "listening")
+                }
+                None => {
+                    info!(path = %path.id, local = %path.local, "listening; waiting for the peer to connect")
+                }
+            }
         }
 
         let mut tasks = vec![
@@ -416,7 +427,7 @@ async fn path_to_tun(shared: Arc<Shared>, index: usize) {
                 } else {
                     path.counters.rx_packets.bump();
                     path.counters.rx_bytes.add(packet.len() as u64);
-                    deliver(&shared, trailer.epoch, trailer.seq, packet);
+                    deliver(&shared, path.id, &trailer, packet);
                 }
             }
         }
@@ -429,9 +440,9 @@ async fn path_to_tun(shared: Arc<Shared>, index: usize) {
     }
 }
 
-fn deliver(shared: &Shared, epoch: u32, seq: mptun_core::Seq, packet: &[u8]) {
+fn deliver(shared: &Shared, path: PathId, trailer: &Trailer, packet: &[u8]) {
     let mut rx = lock(&shared.receiver);
-    match rx.handle_packet(Instant::now(), epoch, seq, packet) {
+    match rx.handle_packet(Instant::now(), path, trailer, packet) {
         Verdict::DeliverNow => shared.write_tun(packet),
         Verdict::Buffered => shared.reorder_wake.notify_one(),
         Verdict::Dropped(_) => {}
@@ -472,13 +483,22 @@ async fn wireguard_timers(shared: Arc<Shared>) {
         }
     }
     let mut interval = tokio::time::interval(WG_TICK);
+    let mut ticks: u64 = 0;
     loop {
         interval.tick().await;
+        ticks += 1;
         for path in &shared.paths {
             let mut datagrams: Vec<Vec<u8>> = Vec::new();
             let established = {
                 let mut session = lock(&path.session);
-                session.tick(&mut out, |d| datagrams.push(d.to_vec())) && session.is_established()
+                let alive = session.tick(&mut out, |d| datagrams.push(d.to_vec()));
+                if !session.is_established() && ticks % RETRY_TICKS == 0 {
+                    // WireGuard retries a handshake every 5 s; when the peer
+                    // simply was not listening yet (both sites starting at
+                    // once), that is a needless 5 s outage per path.
+                    session.initiate_now(&mut out, |d| datagrams.push(d.to_vec()));
+                }
+                alive && session.is_established()
             };
             let to = path.destination();
             if let Some(to) = to {
