@@ -492,7 +492,7 @@ async fn wireguard_timers(shared: Arc<Shared>) {
             let established = {
                 let mut session = lock(&path.session);
                 let alive = session.tick(&mut out, |d| datagrams.push(d.to_vec()));
-                if !session.is_established() && ticks % RETRY_TICKS == 0 {
+                if !session.is_established() && ticks.is_multiple_of(RETRY_TICKS) {
                     // WireGuard retries a handshake every 5 s; when the peer
                     // simply was not listening yet (both sites starting at
                     // once), that is a needless 5 s outage per path.
