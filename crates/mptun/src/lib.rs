@@ -4,6 +4,7 @@
 pub mod config;
 pub mod counters;
 pub mod ipnet;
+pub mod lab;
 pub mod net;
 pub mod status;
 pub mod tunnel;

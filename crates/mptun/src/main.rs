@@ -39,6 +39,26 @@ enum Command {
         /// The config file (TOML).
         config: PathBuf,
     },
+    /// Run the lab: two sites in network namespaces joined by emulated paths,
+    /// one TCP flow through mptun, and a report (needs root and iperf3).
+    ///
+    /// Without --scenario it runs the built-in default: three equal paths of
+    /// 100 Mbit/s and 10 ms RTT.
+    Lab {
+        /// Scenario file (see configs/lab/).
+        #[arg(long)]
+        scenario: Option<PathBuf>,
+        /// Also measure the best single path, per-flow ECMP over plain
+        /// WireGuard tunnels (1 and 8 flows) and one MPTCP connection.
+        #[arg(long)]
+        compare: bool,
+        /// Print one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+        /// Write a PNG chart of goodput over time to this file.
+        #[arg(long)]
+        plot: Option<PathBuf>,
+    },
     /// Show what each path of a running tunnel is doing, like `wg show`.
     Show {
         /// Interface name; may be left out when one tunnel is running.
@@ -57,6 +77,12 @@ fn main() -> ExitCode {
         Command::Check { config } => check(&config),
         Command::Up { config } => up(&config),
         Command::Show { interface, json } => show(interface.as_deref(), json),
+        Command::Lab {
+            scenario,
+            compare,
+            json,
+            plot,
+        } => lab(scenario, compare, json, plot),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -146,4 +172,27 @@ fn show(interface: Option<&str>, json: bool) -> anyhow::Result<()> {
         print!("{}", mptun::status::render(&status));
     }
     Ok(())
+}
+
+fn lab(
+    scenario: Option<PathBuf>,
+    compare: bool,
+    json: bool,
+    plot: Option<PathBuf>,
+) -> anyhow::Result<()> {
+    use mptun::lab::scenario::{Scenario, DEFAULT_SCENARIO};
+    let (scenario, scenario_name) = match scenario {
+        Some(path) => (Scenario::load(&path)?, path.display().to_string()),
+        None => (
+            Scenario::parse(DEFAULT_SCENARIO, "default")?,
+            "default (equal)".to_string(),
+        ),
+    };
+    mptun::lab::run::run(&mptun::lab::run::LabOptions {
+        scenario,
+        scenario_name,
+        compare,
+        json,
+        plot,
+    })
 }

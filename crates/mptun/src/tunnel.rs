@@ -16,7 +16,7 @@
 //! path's receiver opens), so paths do not contend with each other.
 
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -39,6 +39,10 @@ const SOCKET_BUFFER: usize = 4 << 20;
 
 /// How often WireGuard's timers run, as boringtun expects.
 const WG_TICK: Duration = Duration::from_millis(250);
+
+/// Silence from a peer we keep sending to after which a new handshake is
+/// started.
+const SILENT_PEER: Duration = Duration::from_secs(3);
 
 /// Ticks between handshake initiations while a path has no session.
 const RETRY_TICKS: u64 = 4;
@@ -64,6 +68,11 @@ pub(crate) struct PathIo {
     /// Whether the scheduler may use this path.
     pub up: AtomicBool,
     pub counters: PathCounters,
+    /// Milliseconds since `clock_base` of the last data sent and of the
+    /// last authenticated datagram received, for noticing a silent peer.
+    last_tx_ms: AtomicU64,
+    last_rx_ms: AtomicU64,
+    clock_base: Instant,
 }
 
 impl PathIo {
@@ -71,7 +80,22 @@ impl PathIo {
         *lock(&self.endpoint)
     }
 
+    fn now_ms(&self) -> u64 {
+        self.clock_base.elapsed().as_millis() as u64
+    }
+
+    /// Return whether we have been sending but the peer has said nothing
+    /// authenticated for `SILENT_PEER`: it has probably lost our session
+    /// (restarted). WireGuard would wait 15 s before a new handshake.
+    fn peer_silent(&self) -> bool {
+        let now = self.now_ms();
+        let (tx, rx) = (self.last_tx_ms.load(Relaxed), self.last_rx_ms.load(Relaxed));
+        let silent = SILENT_PEER.as_millis() as u64;
+        now.saturating_sub(tx) < 1000 && now.saturating_sub(rx) > silent
+    }
+
     fn learn_endpoint(&self, from: SocketAddr) {
+        self.last_rx_ms.store(self.now_ms(), Relaxed);
         let mut ep = lock(&self.endpoint);
         if *ep != Some(from) {
             info!(path = %self.id, endpoint = %from, "peer endpoint learned");
@@ -261,6 +285,9 @@ impl Tunnel {
                 endpoint: Mutex::new(pc.endpoint),
                 up: AtomicBool::new(false),
                 counters: PathCounters::default(),
+                last_tx_ms: AtomicU64::new(0),
+                last_rx_ms: AtomicU64::new(0),
+                clock_base: Instant::now(),
             });
         }
         let tun = create_tun(&config)?;
@@ -370,6 +397,7 @@ async fn tun_to_paths(shared: Arc<Shared>) {
         match path.socket.send_to(&sealed[..len], to).await {
             Ok(_) => {
                 path.counters.tx_packets.bump();
+                path.last_tx_ms.store(path.now_ms(), Relaxed);
                 path.counters.tx_bytes.add(n as u64);
             }
             Err(_) => path.counters.send_errors.bump(),
@@ -492,10 +520,12 @@ async fn wireguard_timers(shared: Arc<Shared>) {
             let established = {
                 let mut session = lock(&path.session);
                 let alive = session.tick(&mut out, |d| datagrams.push(d.to_vec()));
-                if !session.is_established() && ticks.is_multiple_of(RETRY_TICKS) {
-                    // WireGuard retries a handshake every 5 s; when the peer
-                    // simply was not listening yet (both sites starting at
-                    // once), that is a needless 5 s outage per path.
+                let silent = session.is_established() && path.peer_silent();
+                if (!session.is_established() || silent) && ticks.is_multiple_of(RETRY_TICKS) {
+                    // WireGuard retries a handshake every 5 s, and only
+                    // notices a restarted peer after 15 s of silence; for a
+                    // peer that was not listening yet, or lost our session,
+                    // that is a needless outage of the path.
                     session.initiate_now(&mut out, |d| datagrams.push(d.to_vec()));
                 }
                 alive && session.is_established()

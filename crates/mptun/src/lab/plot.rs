@@ -1,0 +1,133 @@
+//! `mptun lab --plot`: a PNG with goodput over time per system, and mptun's
+//! throughput per path over time, so aggregation and failover show at a
+//! glance.
+
+use std::path::Path;
+
+use anyhow::{anyhow, Context};
+use plotters::prelude::*;
+use plotters::style::{register_font, FontStyle};
+
+use super::run::LabReport;
+
+/// Fonts tried in turn; plotters draws text with a font it is handed.
+const FONTS: [&str; 3] = [
+    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/TTF/DejaVuSans.ttf",
+    "/usr/share/fonts/dejavu/DejaVuSans.ttf",
+];
+
+const INTERVAL_S: f64 = 0.5;
+
+fn load_font() -> anyhow::Result<()> {
+    for path in FONTS {
+        if let Ok(bytes) = std::fs::read(path) {
+            // plotters keeps the font for the life of the process.
+            let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+            return register_font("sans-serif", FontStyle::Normal, bytes)
+                .map_err(|_| anyhow!("{path}: not a usable font"));
+        }
+    }
+    Err(anyhow!(
+        "no DejaVuSans.ttf found for the chart's text (apt-get install fonts-dejavu-core)"
+    ))
+}
+
+fn series_points(series: &[f64]) -> Vec<(f64, f64)> {
+    series
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| ((i as f64 + 1.0) * INTERVAL_S, v))
+        .collect()
+}
+
+/// Draw the report's time series into a PNG at `path`.
+pub fn draw(report: &LabReport, path: &Path) -> anyhow::Result<()> {
+    load_font()?;
+    let root = BitMapBackend::new(path, (1000, 800)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
+    let (top, bottom) = root.split_vertically(400);
+    let duration = report.scenario.duration;
+    let sum: f64 = report.path_rates_mbps.iter().sum();
+    let max_system = report
+        .systems
+        .iter()
+        .flat_map(|s| s.series_mbps.iter().copied())
+        .fold(sum, f64::max);
+
+    let mut chart = ChartBuilder::on(&top)
+        .caption(
+            format!("{}: goodput of one TCP flow ", report.scenario_name),
+            ("sans-serif", 20),
+        )
+        .margin(10)
+        .x_label_area_size(35)
+        .y_label_area_size(55)
+        .build_cartesian_2d(0.0..duration, 0.0..max_system * 1.1)
+        .map_err(|e| anyhow!("{e}"))?;
+    chart
+        .configure_mesh()
+        .x_desc("seconds")
+        .y_desc("Mbit/s")
+        .draw()
+        .map_err(|e| anyhow!("{e}"))?;
+    for (i, system) in report.systems.iter().enumerate() {
+        let color = Palette99::pick(i).to_rgba();
+        chart
+            .draw_series(LineSeries::new(
+                series_points(&system.series_mbps),
+                color.stroke_width(2),
+            ))
+            .map_err(|e| anyhow!("{e}"))?
+            .label(system.name.clone())
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+            });
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::LowerRight)
+        .draw()
+        .map_err(|e| anyhow!("{e}"))?;
+
+    let per_path = &report.mptun.path_series_mbps;
+    let max_path = per_path.iter().flatten().copied().fold(1.0, f64::max);
+    let mut chart = ChartBuilder::on(&bottom)
+        .caption("mptun: throughput per path", ("sans-serif", 20))
+        .margin(10)
+        .x_label_area_size(35)
+        .y_label_area_size(55)
+        .build_cartesian_2d(0.0..duration, 0.0..max_path * 1.1)
+        .map_err(|e| anyhow!("{e}"))?;
+    chart
+        .configure_mesh()
+        .x_desc("seconds")
+        .y_desc("Mbit/s")
+        .draw()
+        .map_err(|e| anyhow!("{e}"))?;
+    for (i, series) in per_path.iter().enumerate() {
+        let color = Palette99::pick(i + 5).to_rgba();
+        chart
+            .draw_series(LineSeries::new(
+                series_points(series),
+                color.stroke_width(2),
+            ))
+            .map_err(|e| anyhow!("{e}"))?
+            .label(format!("path {}", i + 1))
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+            });
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::LowerRight)
+        .draw()
+        .map_err(|e| anyhow!("{e}"))?;
+    root.present()
+        .with_context(|| format!("write {}", path.display()))?;
+    Ok(())
+}

@@ -1,0 +1,638 @@
+//! `mptun lab`: build the lab, run one TCP flow through mptun (and, with
+//! `--compare`, through what users would otherwise pick), report.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use mptun_netem::topology::Mode;
+use mptun_netem::{DirSpec, Topology, TopologyOptions};
+use serde::Serialize;
+
+use super::scenario::Scenario;
+use super::sites::{ping, Iperf, Site, SiteLayout, Sites, TcpResult, TUNNEL_B};
+use crate::status::Status;
+
+/// What `mptun lab` was asked to do.
+pub struct LabOptions {
+    /// The scenario to run.
+    pub scenario: Scenario,
+    /// Its name, for the report.
+    pub scenario_name: String,
+    /// Also measure the alternatives over the same paths.
+    pub compare: bool,
+    /// Print one JSON object instead of text.
+    pub json: bool,
+    /// Write a PNG chart here.
+    pub plot: Option<PathBuf>,
+}
+
+/// Goodput of one system.
+#[derive(Clone, Debug, Serialize)]
+pub struct SystemResult {
+    /// What was measured.
+    pub name: String,
+    /// Receiver-side goodput.
+    pub goodput_mbps: f64,
+    /// Goodput over the sum of the paths' own single-flow rates.
+    pub fraction_of_sum: f64,
+    /// TCP retransmissions at the sender.
+    pub retransmits: u64,
+    /// Goodput every half second.
+    pub series_mbps: Vec<f64>,
+}
+
+/// What mptun did during its flow.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct MptunDetail {
+    /// Share of the data bytes each path carried.
+    pub path_shares: Vec<f64>,
+    /// Per path, Mbit/s sent every half second.
+    pub path_series_mbps: Vec<Vec<f64>>,
+    /// Packets the receiver's reorder buffer held for an earlier one.
+    pub reorder_held: u64,
+    /// Gaps released as lost on evidence.
+    pub reorder_skipped_loss: u64,
+    /// Gaps released when the hold time ran out.
+    pub reorder_skipped_timeout: u64,
+    /// Packets dropped as late or duplicate.
+    pub reorder_dropped: u64,
+    /// Ping RTT through the tunnel at idle, minus over the best path alone.
+    pub added_latency_ms: f64,
+    /// Idle ping RTT through the tunnel.
+    pub tunnel_rtt_ms: f64,
+    /// Idle ping RTT over the best path alone.
+    pub best_path_rtt_ms: f64,
+}
+
+/// The whole report.
+#[derive(Clone, Debug, Serialize)]
+pub struct LabReport {
+    /// The scenario file's name.
+    pub scenario_name: String,
+    /// The scenario.
+    pub scenario: Scenario,
+    /// Each path's own single-flow rate, measured in this run (with
+    /// `--compare`), else the configured rates.
+    pub path_rates_mbps: Vec<f64>,
+    /// Whether `path_rates_mbps` was measured.
+    pub path_rates_measured: bool,
+    /// One entry per system, mptun first.
+    pub systems: Vec<SystemResult>,
+    /// mptun's details.
+    pub mptun: MptunDetail,
+}
+
+const SAMPLE: Duration = Duration::from_millis(500);
+
+fn require_tools() -> anyhow::Result<()> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        bail!("the lab creates network namespaces: run it as root (sudo)");
+    }
+    for (tool, package) in [
+        ("iperf3", "iperf3"),
+        ("ping", "iputils-ping"),
+        ("ip", "iproute2"),
+        ("tc", "iproute2"),
+    ] {
+        let found = Command::new("sh")
+            .args(["-c", &format!("command -v {tool}")])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !found {
+            bail!("`{tool}` not found: install it (apt-get install {package})");
+        }
+    }
+    Ok(())
+}
+
+fn netem_bin() -> anyhow::Result<PathBuf> {
+    mptun_netem::topology::find_netem_bin().context(
+        "mptun-netem (the link emulator) not found next to mptun or on PATH; \
+         build both with `cargo build --release`",
+    )
+}
+
+fn dir_spec(p: &super::scenario::PathSpec) -> DirSpec {
+    DirSpec {
+        rate_mbit: Some(p.rate_mbit),
+        delay_ms: Some(p.delay_ms),
+        jitter_ms: Some(p.jitter_ms),
+        loss_pct: Some(p.loss_pct),
+        burst_loss: None,
+        queue_bytes: None,
+    }
+}
+
+/// Run the lab and print the report.
+pub fn run(options: &LabOptions) -> anyhow::Result<()> {
+    require_tools()?;
+    let exe = std::env::current_exe().context("find the mptun executable")?;
+    let scenario = &options.scenario;
+    let mode = Mode::Emulated {
+        paths: scenario.path.iter().map(dir_spec).collect(),
+        seed: 1,
+        netem_bin: netem_bin()?,
+    };
+    let say = |text: &str| {
+        if !options.json {
+            eprintln!("{text}");
+        }
+    };
+    say(&format!(
+        "lab: {} path(s) ({}), {} s flows, inner TCP {}",
+        scenario.path.len(),
+        options.scenario_name,
+        scenario.duration,
+        scenario.congestion_control
+    ));
+    let mut topo = Topology::build(
+        TopologyOptions {
+            subnet: 200,
+            prefix: None,
+        },
+        mode,
+    )
+    .context("build the lab namespaces")?;
+    let ns_a = topo.ns_a();
+    let ns_b = topo.ns_b();
+    let best = scenario.best_path();
+
+    let mut systems = Vec::new();
+    let mut path_rates: Vec<f64> = scenario.path.iter().map(|p| p.rate_mbit).collect();
+    if options.compare {
+        say("measuring each path alone...");
+        for i in 1..=scenario.path.len() {
+            let r = flow(
+                &topo,
+                &ns_a,
+                &ns_b,
+                topo.addr_b(i).to_string(),
+                scenario,
+                1,
+                vec![],
+                vec![],
+            )?;
+            path_rates[i - 1] = r.0.goodput_mbps;
+        }
+    }
+    let sum: f64 = path_rates.iter().sum();
+    let system = |name: &str, (r, series): (TcpResult, Vec<f64>)| SystemResult {
+        name: name.to_string(),
+        goodput_mbps: r.goodput_mbps,
+        fraction_of_sum: if sum > 0.0 { r.goodput_mbps / sum } else { 0.0 },
+        retransmits: r.retransmits,
+        series_mbps: series,
+    };
+
+    // mptun.
+    say("mptun: starting both sites...");
+    let sites = Sites::start(&exe, &topo, &SiteLayout::all_paths(&topo))?;
+    let idle_tunnel = ping(&ns_a, TUNNEL_B, 20)?;
+    let idle_best = ping(&ns_a, &topo.addr_b(best + 1).to_string(), 20)?;
+    let a_before = sites.status(Site::A)?;
+    let b_before = sites.status(Site::B)?;
+    say("mptun: one TCP flow...");
+    let (result, series, path_series) = {
+        let sampler = Sampler::start(&sites);
+        let r = flow_with_events(
+            &mut topo,
+            &ns_a,
+            &ns_b,
+            TUNNEL_B.to_string(),
+            scenario,
+            1,
+            vec![],
+            vec![],
+        )?;
+        let path_series = sampler.finish();
+        (r.0, r.1, path_series)
+    };
+    let a_after = sites.status(Site::A)?;
+    let b_after = sites.status(Site::B)?;
+    drop(sites);
+    let mptun = mptun_detail(
+        &a_before,
+        &a_after,
+        &b_before,
+        &b_after,
+        path_series,
+        idle_tunnel.avg_ms,
+        idle_best.avg_ms,
+    );
+    systems.push(system("mptun", (result, series)));
+
+    if options.compare {
+        say("best single path alone...");
+        let best_addr = topo.addr_b(best + 1).to_string();
+        let r = flow_with_events(
+            &mut topo,
+            &ns_a,
+            &ns_b,
+            best_addr,
+            scenario,
+            1,
+            vec![],
+            vec![],
+        )?;
+        systems.push(system(&format!("best path (path {})", best + 1), r));
+
+        say("per-flow ECMP over plain WireGuard tunnels...");
+        let ecmp = Ecmp::start(&exe, &topo)?;
+        let bind = vec!["-B".to_string(), ECMP_SRC.to_string()];
+        let r = flow_with_events(
+            &mut topo,
+            &ns_a,
+            &ns_b,
+            ECMP_DST.to_string(),
+            scenario,
+            1,
+            bind.clone(),
+            vec![],
+        )?;
+        systems.push(system("ECMP, 1 flow", r));
+        let r = flow_with_events(
+            &mut topo,
+            &ns_a,
+            &ns_b,
+            ECMP_DST.to_string(),
+            scenario,
+            8,
+            bind,
+            vec![],
+        )?;
+        systems.push(system("ECMP, 8 flows", r));
+        drop(ecmp);
+
+        say("one MPTCP connection...");
+        match mptcp_setup(&topo) {
+            Ok(wrapper) => {
+                let first = topo.addr_b(1).to_string();
+                let r =
+                    flow_with_events(&mut topo, &ns_a, &ns_b, first, scenario, 1, vec![], wrapper)?;
+                systems.push(system("MPTCP", r));
+            }
+            Err(e) => say(&format!("MPTCP skipped: {e:#}")),
+        }
+    }
+
+    let report = LabReport {
+        scenario_name: options.scenario_name.clone(),
+        scenario: scenario.clone(),
+        path_rates_mbps: path_rates,
+        path_rates_measured: options.compare,
+        systems,
+        mptun,
+    };
+    if let Some(path) = &options.plot {
+        super::plot::draw(&report, path)?;
+        say(&format!("plot written to {}", path.display()));
+    }
+    if options.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", render(&report));
+    }
+    Ok(())
+}
+
+fn mptun_detail(
+    a0: &Status,
+    a1: &Status,
+    b0: &Status,
+    b1: &Status,
+    path_series_mbps: Vec<Vec<f64>>,
+    tunnel_rtt_ms: f64,
+    best_path_rtt_ms: f64,
+) -> MptunDetail {
+    let sent: Vec<u64> = a1
+        .paths
+        .iter()
+        .zip(&a0.paths)
+        .map(|(after, before)| after.tx_bytes - before.tx_bytes)
+        .collect();
+    let total = sent.iter().sum::<u64>().max(1) as f64;
+    let (r0, r1) = (&b0.reorder, &b1.reorder);
+    MptunDetail {
+        path_shares: sent.iter().map(|&s| s as f64 / total).collect(),
+        path_series_mbps,
+        reorder_held: r1.buffered - r0.buffered,
+        reorder_skipped_loss: r1.skipped_loss - r0.skipped_loss,
+        reorder_skipped_timeout: r1.skipped_timeout - r0.skipped_timeout,
+        reorder_dropped: (r1.dropped_stale + r1.dropped_duplicate)
+            - (r0.dropped_stale + r0.dropped_duplicate),
+        added_latency_ms: tunnel_rtt_ms - best_path_rtt_ms,
+        tunnel_rtt_ms,
+        best_path_rtt_ms,
+    }
+}
+
+/// Samples site A's per-path byte counters in the background.
+struct Sampler {
+    stop: Arc<AtomicBool>,
+    series: Arc<Mutex<Vec<Vec<f64>>>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Sampler {
+    fn start(sites: &Sites) -> Sampler {
+        let stop = Arc::new(AtomicBool::new(false));
+        let series = Arc::new(Mutex::new(Vec::new()));
+        let status = sites.status_fetcher(Site::A);
+        let thread = {
+            let (stop, series) = (stop.clone(), series.clone());
+            std::thread::spawn(move || {
+                let mut last: Option<Vec<u64>> = None;
+                let mut next = Instant::now();
+                while !stop.load(Ordering::Relaxed) {
+                    if let Ok(s) = status() {
+                        let now: Vec<u64> = s.paths.iter().map(|p| p.tx_bytes).collect();
+                        if let Some(prev) = &last {
+                            let mut out = series.lock().unwrap_or_else(|p| p.into_inner());
+                            out.resize(now.len(), Vec::new());
+                            for (i, (n, p)) in now.iter().zip(prev).enumerate() {
+                                out[i].push((n - p) as f64 * 8.0 / SAMPLE.as_secs_f64() / 1e6);
+                            }
+                        }
+                        last = Some(now);
+                    }
+                    next += SAMPLE;
+                    std::thread::sleep(next.saturating_duration_since(Instant::now()));
+                }
+            })
+        };
+        Sampler {
+            stop,
+            series,
+            thread: Some(thread),
+        }
+    }
+
+    fn finish(mut self) -> Vec<Vec<f64>> {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        std::mem::take(&mut *self.series.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn flow(
+    _topo: &Topology,
+    ns_a: &str,
+    ns_b: &str,
+    addr: String,
+    scenario: &Scenario,
+    streams: u32,
+    extra: Vec<String>,
+    wrapper: Vec<String>,
+) -> anyhow::Result<(TcpResult, Vec<f64>)> {
+    let json = Iperf {
+        client_ns: ns_a,
+        server_ns: ns_b,
+        server_addr: addr,
+        duration: scenario.duration,
+        streams,
+        congestion: Some(&scenario.congestion_control),
+        extra: [vec!["-i".to_string(), "0.5".to_string()], extra].concat(),
+        wrapper,
+    }
+    .run()?;
+    Ok(parse_tcp(&json))
+}
+
+fn parse_tcp(json: &serde_json::Value) -> (TcpResult, Vec<f64>) {
+    let end = &json["end"];
+    let series = json["intervals"]
+        .as_array()
+        .map(|v| {
+            v.iter()
+                .map(|i| i["sum"]["bits_per_second"].as_f64().unwrap_or(0.0) / 1e6)
+                .collect()
+        })
+        .unwrap_or_default();
+    (
+        TcpResult {
+            goodput_mbps: end["sum_received"]["bits_per_second"]
+                .as_f64()
+                .unwrap_or(0.0)
+                / 1e6,
+            retransmits: end["sum_sent"]["retransmits"].as_u64().unwrap_or(0),
+        },
+        series,
+    )
+}
+
+/// Run a flow while applying the scenario's events on time, then restore
+/// every path for the next system.
+#[allow(clippy::too_many_arguments)]
+fn flow_with_events(
+    topo: &mut Topology,
+    ns_a: &str,
+    ns_b: &str,
+    addr: String,
+    scenario: &Scenario,
+    streams: u32,
+    extra: Vec<String>,
+    wrapper: Vec<String>,
+) -> anyhow::Result<(TcpResult, Vec<f64>)> {
+    if scenario.event.is_empty() {
+        return flow(topo, ns_a, ns_b, addr, scenario, streams, extra, wrapper);
+    }
+    let result = std::thread::scope(|scope| {
+        let runner = {
+            let (ns_a, ns_b, extra, wrapper) = (
+                ns_a.to_string(),
+                ns_b.to_string(),
+                extra.clone(),
+                wrapper.clone(),
+            );
+            let scenario = scenario.clone();
+            scope.spawn(move || {
+                let json = Iperf {
+                    client_ns: &ns_a,
+                    server_ns: &ns_b,
+                    server_addr: addr,
+                    duration: scenario.duration,
+                    streams,
+                    congestion: Some(&scenario.congestion_control),
+                    extra: [vec!["-i".to_string(), "0.5".to_string()], extra].concat(),
+                    wrapper,
+                }
+                .run()?;
+                anyhow::Ok(parse_tcp(&json))
+            })
+        };
+        // iperf3 takes ~0.2 s to start its server and connect; events are
+        // timed from then.
+        let start = Instant::now() + Duration::from_millis(200);
+        let mut events = scenario.event.clone();
+        events.sort_by(|a, b| a.at.total_cmp(&b.at));
+        for event in &events {
+            let at = start + Duration::from_secs_f64(event.at);
+            std::thread::sleep(at.saturating_duration_since(Instant::now()));
+            for line in event.commands()? {
+                topo.control(&line)
+                    .with_context(|| format!("emulator: {line}"))?;
+            }
+        }
+        runner
+            .join()
+            .map_err(|_| anyhow::anyhow!("iperf3 thread panicked"))?
+    });
+    // Undo the events: every path back to the scenario's settings.
+    for (i, p) in scenario.path.iter().enumerate() {
+        let n = i + 1;
+        for line in [
+            format!("up {n}"),
+            format!("set {n} loss-pct {}", p.loss_pct),
+            format!("set {n} delay-ms {}", p.delay_ms),
+            format!("set {n} rate-mbit {}", p.rate_mbit),
+        ] {
+            topo.control(&line)?;
+        }
+    }
+    result
+}
+
+/// Where ECMP traffic goes: addresses on loopback, routed over all tunnels.
+const ECMP_SRC: &str = "10.79.0.1";
+const ECMP_DST: &str = "10.79.0.2";
+
+/// N single-path mptun tunnels (plain WireGuard on the wire: one session
+/// per tunnel, nothing striped) with an ECMP route over them, hashing per
+/// flow on L4 as `fib_multipath_hash_policy = 1` and LACP `layer3+4` do.
+struct Ecmp {
+    _tunnels: Vec<Sites>,
+}
+
+impl Ecmp {
+    fn start(exe: &Path, topo: &Topology) -> anyhow::Result<Ecmp> {
+        let mut tunnels = Vec::new();
+        for i in 1..=topo.paths() {
+            let layout = SiteLayout {
+                name: format!("wg{i}"),
+                address_a: format!("10.78.{i}.1/24"),
+                address_b: format!("10.78.{i}.2/24"),
+                allowed_ips: vec![format!("10.78.{i}.0/24"), "10.79.0.0/24".into()],
+                paths: vec![i],
+                base_port: 52819 + i as u16,
+                extra_interface: "table = \"off\"".into(),
+            };
+            tunnels.push(Sites::start(exe, topo, &layout)?);
+        }
+        for (ns, local, remote, peer_octet) in [
+            (topo.ns_a(), ECMP_SRC, ECMP_DST, 2),
+            (topo.ns_b(), ECMP_DST, ECMP_SRC, 1),
+        ] {
+            sh(&ns, &format!("ip addr add {local}/32 dev lo"))?;
+            sh(&ns, "sysctl -qw net.ipv4.fib_multipath_hash_policy=1")?;
+            let hops: String = (1..=topo.paths())
+                .map(|i| format!(" nexthop via 10.78.{i}.{peer_octet} dev wg{i}"))
+                .collect();
+            sh(&ns, &format!("ip route add {remote}/32{hops}"))?;
+        }
+        Ok(Ecmp { _tunnels: tunnels })
+    }
+}
+
+fn sh(ns: &str, command: &str) -> anyhow::Result<()> {
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns, "sh", "-c", command])
+        .output()?;
+    if !out.status.success() {
+        bail!("{command}: {}", String::from_utf8_lossy(&out.stderr).trim());
+    }
+    Ok(())
+}
+
+/// Give every path an MPTCP endpoint: B announces its address on paths 2..N,
+/// A opens one subflow to each. Return the wrapper that makes iperf3 speak
+/// MPTCP.
+fn mptcp_setup(topo: &Topology) -> anyhow::Result<Vec<String>> {
+    let found = Command::new("sh")
+        .args(["-c", "command -v mptcpize"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        bail!("`mptcpize` not found (apt-get install mptcpize)");
+    }
+    let n = topo.paths();
+    for ns in [topo.ns_a(), topo.ns_b()] {
+        sh(&ns, "sysctl -qw net.mptcp.enabled=1")?;
+        sh(
+            &ns,
+            &format!("ip mptcp limits set subflow {n} add_addr_accepted {n}"),
+        )?;
+    }
+    for i in 2..=n {
+        sh(
+            &topo.ns_b(),
+            &format!(
+                "ip mptcp endpoint add {} dev {} signal",
+                topo.addr_b(i),
+                topo.if_b(i)
+            ),
+        )?;
+    }
+    Ok(vec!["mptcpize".into(), "run".into()])
+}
+
+/// Render the report as text.
+pub fn render(r: &LabReport) -> String {
+    use std::fmt::Write;
+    let mut o = String::new();
+    let sum: f64 = r.path_rates_mbps.iter().sum();
+    let _ = writeln!(o);
+    let _ = writeln!(
+        o,
+        "scenario {}: {} paths, sum of paths {:.1} Mbit/s ({})",
+        r.scenario_name,
+        r.scenario.path.len(),
+        sum,
+        if r.path_rates_measured {
+            "each path's own single-flow rate, measured in this run"
+        } else {
+            "configured rates; --compare measures them"
+        }
+    );
+    let _ = writeln!(
+        o,
+        "{:<22} {:>10} {:>8} {:>8}",
+        "system", "Mbit/s", "of sum", "retrans"
+    );
+    for s in &r.systems {
+        let _ = writeln!(
+            o,
+            "{:<22} {:>10.1} {:>7.0}% {:>8}",
+            s.name,
+            s.goodput_mbps,
+            100.0 * s.fraction_of_sum,
+            s.retransmits
+        );
+    }
+    let m = &r.mptun;
+    let shares: Vec<String> = m
+        .path_shares
+        .iter()
+        .enumerate()
+        .map(|(i, s)| format!("path {}: {:.0}%", i + 1, 100.0 * s))
+        .collect();
+    let _ = writeln!(o, "mptun per-path share of bytes: {}", shares.join(", "));
+    let _ = writeln!(
+        o,
+        "mptun reorder buffer: {} held, {} gaps released as lost, {} on timeout, {} late/duplicate dropped",
+        m.reorder_held, m.reorder_skipped_loss, m.reorder_skipped_timeout, m.reorder_dropped
+    );
+    let _ = writeln!(
+        o,
+        "mptun added latency at idle: {:+.2} ms (ping {:.2} ms through the tunnel, {:.2} ms over the best path)",
+        m.added_latency_ms, m.tunnel_rtt_ms, m.best_path_rtt_ms
+    );
+    o
+}

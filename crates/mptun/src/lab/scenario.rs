@@ -1,0 +1,215 @@
+//! Lab scenario files: the emulated paths and what happens to them.
+
+use std::path::Path;
+
+use anyhow::{bail, Context};
+use serde::{Deserialize, Serialize};
+
+/// A lab scenario.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Scenario {
+    /// Seconds of each measured flow.
+    #[serde(default = "default_duration")]
+    pub duration: f64,
+    /// Congestion control of the inner TCP: "cubic" or "bbr".
+    #[serde(default = "default_cc")]
+    pub congestion_control: String,
+    /// The emulated paths, at least one.
+    pub path: Vec<PathSpec>,
+    /// Changes during the measured flow.
+    #[serde(default)]
+    pub event: Vec<Event>,
+}
+
+/// One emulated path, the same in both directions.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct PathSpec {
+    /// Rate limit.
+    pub rate_mbit: f64,
+    /// One-way delay.
+    #[serde(default)]
+    pub delay_ms: f64,
+    /// Jitter, ± around the delay (order within the path is kept).
+    #[serde(default)]
+    pub jitter_ms: f64,
+    /// Random loss.
+    #[serde(default)]
+    pub loss_pct: f64,
+}
+
+/// A change to one path at a given time into the measured flow.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Event {
+    /// Seconds after the flow starts.
+    pub at: f64,
+    /// Path number, from 1.
+    pub path: usize,
+    /// "down", "up" or "set" (the default when a value is given).
+    pub action: Option<String>,
+    /// New loss.
+    pub loss_pct: Option<f64>,
+    /// New one-way delay.
+    pub delay_ms: Option<f64>,
+    /// New rate.
+    pub rate_mbit: Option<f64>,
+}
+
+fn default_duration() -> f64 {
+    10.0
+}
+
+fn default_cc() -> String {
+    "cubic".to_string()
+}
+
+/// The scenario `mptun lab` runs without `--scenario`: three equal paths of
+/// 100 Mbit/s and 10 ms RTT (`configs/lab/equal.toml`).
+pub const DEFAULT_SCENARIO: &str = include_str!("../../../../configs/lab/equal.toml");
+
+impl Scenario {
+    /// Parse and check scenario text; `name` is used in errors.
+    pub fn parse(text: &str, name: &str) -> anyhow::Result<Scenario> {
+        let s: Scenario =
+            toml::from_str(text).with_context(|| format!("{name}: invalid scenario"))?;
+        if s.path.is_empty() || s.path.len() > mptun_core::MAX_PATHS {
+            bail!(
+                "{name}: path: need 1 to {} [[path]] tables",
+                mptun_core::MAX_PATHS
+            );
+        }
+        if !(1.0..=3600.0).contains(&s.duration) {
+            bail!("{name}: duration: must be 1 to 3600 seconds");
+        }
+        if !matches!(s.congestion_control.as_str(), "cubic" | "bbr" | "reno") {
+            bail!("{name}: congestion-control: must be \"cubic\", \"bbr\" or \"reno\"");
+        }
+        for (i, p) in s.path.iter().enumerate() {
+            if !(p.rate_mbit > 0.0 && p.rate_mbit <= 10_000.0) {
+                bail!("{name}: path[{i}].rate-mbit: must be above 0 and at most 10000");
+            }
+            if p.delay_ms < 0.0 || p.jitter_ms < 0.0 || !(0.0..=100.0).contains(&p.loss_pct) {
+                bail!("{name}: path[{i}]: delay, jitter and loss must not be negative, loss at most 100");
+            }
+        }
+        for (i, e) in s.event.iter().enumerate() {
+            if e.path == 0 || e.path > s.path.len() {
+                bail!(
+                    "{name}: event[{i}].path: must be 1 to {} (paths count from 1)",
+                    s.path.len()
+                );
+            }
+            if e.at < 0.0 || e.at > s.duration {
+                bail!(
+                    "{name}: event[{i}].at: must be within the flow's {} s",
+                    s.duration
+                );
+            }
+            e.commands()
+                .with_context(|| format!("{name}: event[{i}]"))?;
+        }
+        Ok(s)
+    }
+
+    /// Read a scenario file.
+    pub fn load(path: &Path) -> anyhow::Result<Scenario> {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?;
+        Self::parse(&text, &path.display().to_string())
+    }
+
+    /// Return the paths' rates summed.
+    pub fn sum_rate_mbit(&self) -> f64 {
+        self.path.iter().map(|p| p.rate_mbit).sum()
+    }
+
+    /// Return the index (from 0) of the best single path: highest rate,
+    /// then lowest delay, then lowest loss.
+    pub fn best_path(&self) -> usize {
+        let mut best = 0;
+        for (i, p) in self.path.iter().enumerate() {
+            let b = &self.path[best];
+            let key = |q: &PathSpec| (q.rate_mbit * (1.0 - q.loss_pct / 100.0), -q.delay_ms);
+            if key(p) > key(b) {
+                best = i;
+            }
+        }
+        best
+    }
+}
+
+impl Event {
+    /// Return the emulator control lines for this event.
+    pub fn commands(&self) -> anyhow::Result<Vec<String>> {
+        let n = self.path;
+        let mut lines = Vec::new();
+        match self.action.as_deref() {
+            Some("down") => lines.push(format!("down {n}")),
+            Some("up") => lines.push(format!("up {n}")),
+            Some("set") | None => {}
+            Some(other) => bail!("action: must be \"down\", \"up\" or \"set\", not {other:?}"),
+        }
+        if let Some(v) = self.loss_pct {
+            lines.push(format!("set {n} loss-pct {v}"));
+        }
+        if let Some(v) = self.delay_ms {
+            lines.push(format!("set {n} delay-ms {v}"));
+        }
+        if let Some(v) = self.rate_mbit {
+            lines.push(format!("set {n} rate-mbit {v}"));
+        }
+        if lines.is_empty() {
+            bail!("nothing to do: give action = \"down\"/\"up\" or a value to set");
+        }
+        Ok(lines)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shipped_scenarios_parse() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/lab");
+        for name in ["equal", "rtt-skew", "rate-skew", "lossy", "failover"] {
+            let s = Scenario::load(&dir.join(format!("{name}.toml"))).unwrap();
+            assert_eq!(s.path.len(), 3, "{name}");
+        }
+        assert!(Scenario::parse(DEFAULT_SCENARIO, "default").is_ok());
+    }
+
+    #[test]
+    fn events_become_control_lines() {
+        let s = Scenario::parse(
+            "duration = 10\n[[path]]\nrate-mbit = 10\n[[path]]\nrate-mbit = 20\n\
+             [[event]]\nat = 5.0\npath = 2\naction = \"down\"\n\
+             [[event]]\nat = 6.0\npath = 1\nloss-pct = 1.5\n",
+            "t",
+        )
+        .unwrap();
+        assert_eq!(s.event[0].commands().unwrap(), vec!["down 2"]);
+        assert_eq!(s.event[1].commands().unwrap(), vec!["set 1 loss-pct 1.5"]);
+        assert_eq!(s.best_path(), 1);
+    }
+
+    #[test]
+    fn bad_scenarios_name_the_key() {
+        let err = |t: &str| format!("{:#}", Scenario::parse(t, "s.toml").unwrap_err());
+        assert!(err("[[path]]\nrate-mbit = 0\n").contains("path[0].rate-mbit"));
+        assert!(
+            err("[[path]]\nrate-mbit = 5\n[[event]]\nat = 1\npath = 2\naction = \"down\"\n")
+                .contains("event[0].path")
+        );
+        assert!(err(
+            "[[path]]\nrate-mbit = 5\n[[event]]\nat = 1\npath = 1\naction = \"explode\"\n"
+        )
+        .contains("event[0]"));
+        assert!(
+            err("congestion-control = \"vegas\"\n[[path]]\nrate-mbit = 5\n")
+                .contains("congestion-control")
+        );
+    }
+}

@@ -1,0 +1,484 @@
+//! Two mptun sites running in the namespaces of a lab [`Topology`], and the
+//! measurements taken through them (iperf3, ping).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context};
+use mptun_netem::Topology;
+use mptun_wg::keys;
+
+use crate::status::Status;
+
+/// Tunnel address of site A (the iperf3 client side) in the default layout.
+pub const TUNNEL_A: &str = "10.77.0.1";
+/// Tunnel address of site B (the iperf3 server side) in the default layout.
+pub const TUNNEL_B: &str = "10.77.0.2";
+
+/// Which site.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Site {
+    /// The initiator, with endpoints configured.
+    A,
+    /// The responder, learning endpoints from A.
+    B,
+}
+
+/// How one tunnel is laid over the topology.
+#[derive(Clone, Debug)]
+pub struct SiteLayout {
+    /// TUN device name on both sites.
+    pub name: String,
+    /// Tunnel address of A and B, with the prefix length.
+    pub address_a: String,
+    /// See `address_a`.
+    pub address_b: String,
+    /// `peer.allowed-ips` on both sides.
+    pub allowed_ips: Vec<String>,
+    /// Topology paths (from 1) the tunnel uses, one `[[path]]` each.
+    pub paths: Vec<usize>,
+    /// UDP port of the first path; the others follow.
+    pub base_port: u16,
+    /// Extra lines for `[interface]`.
+    pub extra_interface: String,
+}
+
+impl SiteLayout {
+    /// One mptun tunnel over every path of `topo`, addresses 10.77.0.1/.2.
+    pub fn all_paths(topo: &Topology) -> SiteLayout {
+        SiteLayout {
+            name: "mptun0".into(),
+            address_a: format!("{TUNNEL_A}/24"),
+            address_b: format!("{TUNNEL_B}/24"),
+            allowed_ips: vec!["10.77.0.0/24".into()],
+            paths: (1..=topo.paths()).collect(),
+            base_port: 51820,
+            extra_interface: String::new(),
+        }
+    }
+}
+
+/// `mptun up` running on both sides of a topology. Dropping it stops both
+/// processes (SIGTERM, then SIGKILL) and removes the work folder.
+pub struct Sites {
+    exe: PathBuf,
+    dir: PathBuf,
+    name: String,
+    ns_a: String,
+    ns_b: String,
+    paths: usize,
+    a: Option<Child>,
+    b: Option<Child>,
+}
+
+fn genkey() -> anyhow::Result<[u8; 32]> {
+    let mut bytes = [0u8; 32];
+    getrandom::getrandom(&mut bytes).map_err(|e| anyhow!("random: {e}"))?;
+    Ok(keys::private_key_from_random(bytes))
+}
+
+impl Sites {
+    /// Write configs for both sites (keys freshly generated), start `exe up`
+    /// in both site namespaces and wait until every path is up on both.
+    pub fn start(exe: &Path, topo: &Topology, layout: &SiteLayout) -> anyhow::Result<Sites> {
+        let dir = std::env::temp_dir().join(format!("mptun-lab-{}-{}", topo.prefix(), layout.name));
+        std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
+        let mut sites = Sites {
+            exe: exe.to_path_buf(),
+            dir,
+            name: layout.name.clone(),
+            ns_a: topo.ns_a(),
+            ns_b: topo.ns_b(),
+            paths: layout.paths.len(),
+            a: None,
+            b: None,
+        };
+        let (key_a, key_b) = (genkey()?, genkey()?);
+        let allowed = layout
+            .allowed_ips
+            .iter()
+            .map(|a| format!("{a:?}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let site = |key: &[u8; 32], peer: &[u8; 32], address: &str, keepalive: &str| {
+            format!(
+                "[interface]\nprivate-key = \"{}\"\naddress = [\"{address}\"]\nname = \"{}\"\n{}\n\
+                 [peer]\npublic-key = \"{}\"\nallowed-ips = [{allowed}]\n{keepalive}",
+                keys::encode_key(key),
+                layout.name,
+                layout.extra_interface,
+                keys::encode_key(&keys::public_key(peer)),
+            )
+        };
+        let mut a = site(
+            &key_a,
+            &key_b,
+            &layout.address_a,
+            "persistent-keepalive = 10\n",
+        );
+        let mut b = site(&key_b, &key_a, &layout.address_b, "");
+        for (n, &i) in layout.paths.iter().enumerate() {
+            let port = layout.base_port + n as u16;
+            a.push_str(&format!(
+                "\n[[path]]\nlisten-port = {port}\nendpoint = \"{}:{port}\"\n",
+                topo.addr_b(i)
+            ));
+            b.push_str(&format!("\n[[path]]\nlisten-port = {port}\n"));
+        }
+        sites.write_config(Site::A, &a)?;
+        sites.write_config(Site::B, &b)?;
+        sites.launch(Site::B)?;
+        sites.launch(Site::A)?;
+        sites.wait_up(Duration::from_secs(15))?;
+        Ok(sites)
+    }
+
+    fn write_config(&self, site: Site, text: &str) -> anyhow::Result<()> {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let path = self.config_path(site);
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&path)
+            .with_context(|| format!("write {}", path.display()))?;
+        file.write_all(text.as_bytes())?;
+        Ok(())
+    }
+
+    fn config_path(&self, site: Site) -> PathBuf {
+        self.dir.join(format!("site-{}.toml", self.site_name(site)))
+    }
+
+    fn site_name(&self, site: Site) -> &'static str {
+        match site {
+            Site::A => "a",
+            Site::B => "b",
+        }
+    }
+
+    /// Return the namespace of a site.
+    pub fn ns(&self, site: Site) -> &str {
+        match site {
+            Site::A => &self.ns_a,
+            Site::B => &self.ns_b,
+        }
+    }
+
+    /// Return the log file of a site's mptun.
+    pub fn log_path(&self, site: Site) -> PathBuf {
+        self.dir.join(format!("site-{}.log", self.site_name(site)))
+    }
+
+    fn launch(&mut self, site: Site) -> anyhow::Result<()> {
+        let log = std::fs::File::create(self.log_path(site))?;
+        let child = Command::new("ip")
+            .args(["netns", "exec", self.ns(site)])
+            .arg(&self.exe)
+            .arg("up")
+            .arg(self.config_path(site))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()
+            .with_context(|| format!("start {} up", self.exe.display()))?;
+        match site {
+            Site::A => self.a = Some(child),
+            Site::B => self.b = Some(child),
+        }
+        Ok(())
+    }
+
+    /// Stop one site's mptun and start it again (a peer restart).
+    pub fn restart(&mut self, site: Site) -> anyhow::Result<ExitStatus> {
+        let status = self.stop(site)?;
+        self.launch(site)?;
+        Ok(status)
+    }
+
+    /// Return a site's status, as `mptun show --json` prints it.
+    pub fn status(&self, site: Site) -> anyhow::Result<Status> {
+        fetch_status(&self.exe, self.ns(site), &self.name)
+    }
+
+    /// Return a function that fetches a site's status, for another thread.
+    pub fn status_fetcher(
+        &self,
+        site: Site,
+    ) -> impl Fn() -> anyhow::Result<Status> + Send + 'static {
+        let (exe, ns, name) = (
+            self.exe.clone(),
+            self.ns(site).to_string(),
+            self.name.clone(),
+        );
+        move || fetch_status(&exe, &ns, &name)
+    }
+
+    /// Wait until every path is up on both sites.
+    pub fn wait_up(&self, timeout: Duration) -> anyhow::Result<()> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let up = |site| {
+                self.status(site)
+                    .map(|s| s.paths.iter().filter(|p| p.up).count())
+                    .unwrap_or(0)
+            };
+            if up(Site::A) == self.paths && up(Site::B) == self.paths {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "paths not up after {timeout:?}; logs: {} {}",
+                    self.log_path(Site::A).display(),
+                    self.log_path(Site::B).display()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Send SIGTERM to a site's mptun and wait for it to exit.
+    pub fn stop(&mut self, site: Site) -> anyhow::Result<ExitStatus> {
+        let child = match site {
+            Site::A => self.a.take(),
+            Site::B => self.b.take(),
+        };
+        let mut child = child.ok_or_else(|| anyhow!("site not running"))?;
+        terminate(&mut child)
+    }
+}
+
+fn fetch_status(exe: &Path, ns: &str, name: &str) -> anyhow::Result<Status> {
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns])
+        .arg(exe)
+        .args(["show", name, "--json"])
+        .output()?;
+    if !out.status.success() {
+        bail!(
+            "mptun show: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(serde_json::from_slice(&out.stdout)?)
+}
+
+/// SIGTERM a child, SIGKILL it if it has not exited within 5 s.
+fn terminate(child: &mut Child) -> anyhow::Result<ExitStatus> {
+    // `ip netns exec` execs the program, so the child's pid is mptun's.
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe {
+        libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(status);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            bail!("mptun did not exit within 5 s of SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+impl Drop for Sites {
+    fn drop(&mut self) {
+        for child in [self.a.take(), self.b.take()].into_iter().flatten() {
+            let mut child = child;
+            let _ = terminate(&mut child);
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// One TCP measurement.
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+pub struct TcpResult {
+    /// Receiver-side goodput.
+    pub goodput_mbps: f64,
+    /// Sender-side retransmitted segments.
+    pub retransmits: u64,
+}
+
+/// One UDP measurement.
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+pub struct UdpResult {
+    /// Receiver-side goodput.
+    pub goodput_mbps: f64,
+    /// Datagrams sent.
+    pub packets: u64,
+    /// Datagrams lost.
+    pub lost: u64,
+    /// Datagrams that arrived after a later one.
+    pub out_of_order: u64,
+}
+
+/// What to run with iperf3.
+#[derive(Clone, Debug)]
+pub struct Iperf<'a> {
+    /// Namespace of the client (sender).
+    pub client_ns: &'a str,
+    /// Namespace of the server (receiver).
+    pub server_ns: &'a str,
+    /// Address of the server.
+    pub server_addr: String,
+    /// Seconds.
+    pub duration: f64,
+    /// Parallel streams.
+    pub streams: u32,
+    /// TCP congestion control, or none for the system default.
+    pub congestion: Option<&'a str>,
+    /// Extra client arguments (e.g. `-u -b 75M`, `--multipath`).
+    pub extra: Vec<String>,
+    /// Program to wrap both client and server in (e.g. `mptcpize run`).
+    pub wrapper: Vec<String>,
+}
+
+static PORT: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(5301);
+
+impl Iperf<'_> {
+    /// Run it and return iperf3's JSON result.
+    pub fn run(&self) -> anyhow::Result<serde_json::Value> {
+        let port = PORT
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            .to_string();
+        let mut server = Command::new("ip")
+            .args(["netns", "exec", self.server_ns])
+            .args(&self.wrapper)
+            .args(["iperf3", "-s", "-1", "-p", &port])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("start iperf3 server (is iperf3 installed?)")?;
+        let mut last_error = String::new();
+        // The server needs a moment to listen; retry the connection.
+        for _ in 0..20 {
+            std::thread::sleep(Duration::from_millis(100));
+            let mut client = Command::new("ip");
+            client
+                .args(["netns", "exec", self.client_ns])
+                .args(&self.wrapper)
+                .args(["iperf3", "-c", &self.server_addr, "-p", &port, "--json"])
+                .args(["-t", &format!("{}", self.duration)])
+                .args(["-P", &self.streams.to_string()])
+                .args(&self.extra);
+            if let Some(cc) = self.congestion {
+                client.args(["-C", cc]);
+            }
+            let out = client
+                .stdin(Stdio::null())
+                .output()
+                .context("run iperf3 client")?;
+            let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+            match json.get("error").and_then(|e| e.as_str()) {
+                Some(e) if e.contains("connect") => last_error = e.to_string(),
+                Some(e) => {
+                    let _ = server.kill();
+                    bail!("iperf3: {e}");
+                }
+                None if out.status.success() => {
+                    let _ = server.wait();
+                    return Ok(json);
+                }
+                None => last_error = String::from_utf8_lossy(&out.stderr).to_string(),
+            }
+        }
+        let _ = server.kill();
+        let _ = server.wait();
+        bail!(
+            "iperf3 could not connect to {}: {last_error}",
+            self.server_addr
+        )
+    }
+
+    /// Run a TCP test.
+    pub fn tcp(&self) -> anyhow::Result<TcpResult> {
+        let json = self.run()?;
+        let end = &json["end"];
+        Ok(TcpResult {
+            goodput_mbps: end["sum_received"]["bits_per_second"]
+                .as_f64()
+                .unwrap_or(0.0)
+                / 1e6,
+            retransmits: end["sum_sent"]["retransmits"].as_u64().unwrap_or(0),
+        })
+    }
+
+    /// Run a UDP test at `rate_mbit`.
+    pub fn udp(&self, rate_mbit: f64) -> anyhow::Result<UdpResult> {
+        let mut this = self.clone();
+        this.extra
+            .extend(["-u".to_string(), "-b".to_string(), format!("{rate_mbit}M")]);
+        let json = this.run()?;
+        let end = &json["end"];
+        let streams = end["streams"].as_array().cloned().unwrap_or_default();
+        Ok(UdpResult {
+            goodput_mbps: end["sum_received"]["bits_per_second"]
+                .as_f64()
+                .unwrap_or(0.0)
+                / 1e6,
+            packets: end["sum"]["packets"].as_u64().unwrap_or(0),
+            lost: end["sum"]["lost_packets"].as_u64().unwrap_or(0),
+            out_of_order: streams
+                .iter()
+                .map(|s| s["udp"]["out_of_order"].as_u64().unwrap_or(0))
+                .sum(),
+        })
+    }
+}
+
+/// Round-trip times of a ping run, in milliseconds.
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+pub struct PingResult {
+    /// Replies received out of those sent.
+    pub received: u32,
+    /// Echo requests sent.
+    pub sent: u32,
+    /// Fastest round trip.
+    pub min_ms: f64,
+    /// Mean round trip.
+    pub avg_ms: f64,
+}
+
+/// Ping `addr` from namespace `ns`.
+pub fn ping(ns: &str, addr: &str, count: u32) -> anyhow::Result<PingResult> {
+    let out = Command::new("ip")
+        .args([
+            "netns", "exec", ns, "ping", "-n", "-q", "-i", "0.05", "-W", "1",
+        ])
+        .args(["-c", &count.to_string(), addr])
+        .output()
+        .context("run ping (is iputils-ping installed?)")?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut result = PingResult {
+        sent: count,
+        ..PingResult::default()
+    };
+    for line in text.lines() {
+        if let Some((sent, rest)) = line.split_once(" packets transmitted, ") {
+            result.sent = sent.trim().parse().unwrap_or(count);
+            result.received = rest
+                .split(' ')
+                .next()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0);
+        }
+        if let Some(stats) = line.strip_prefix("rtt min/avg/max/mdev = ") {
+            let values: Vec<f64> = stats
+                .split(['/', ' '])
+                .filter_map(|v| v.parse().ok())
+                .collect();
+            if values.len() >= 2 {
+                result.min_ms = values[0];
+                result.avg_ms = values[1];
+            }
+        }
+    }
+    Ok(result)
+}
