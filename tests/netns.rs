@@ -251,3 +251,42 @@ fn benchmark_one_flow_over_three_200_mbit_paths() {
     );
     assert!(fraction >= 0.8, "want >= 80% of 3x one path");
 }
+
+/// The lab's default scenario, short: three emulated 100 Mbit/s paths of
+/// 10 ms RTT. One TCP flow through mptun gets at least twice what the best
+/// single path carries on its own, both measured in this run.
+#[test]
+fn lab_equal_scenario_beats_the_best_single_path() {
+    if !is_root() {
+        eprintln!("skipped: needs root for network namespaces");
+        return;
+    }
+    // The emulator binary is found beside the test (`cargo test --workspace`
+    // builds it, as mptun-netem has integration tests of its own).
+    let mut scenario =
+        mptun::lab::scenario::Scenario::parse(mptun::lab::scenario::DEFAULT_SCENARIO, "equal")
+            .expect("default scenario");
+    scenario.duration = 5.0;
+    let report = mptun::lab::run::run(&mptun::lab::run::LabOptions {
+        scenario,
+        scenario_name: "equal (5 s)".into(),
+        compare: true,
+        json: true,
+        mptun_exe: env!("CARGO_BIN_EXE_mptun").into(),
+    })
+    .expect("lab run");
+    eprintln!("{}", mptun::lab::run::render(&report));
+    let goodput = |prefix: &str| {
+        report
+            .systems
+            .iter()
+            .find(|s| s.name.starts_with(prefix))
+            .map(|s| s.goodput_mbps)
+            .expect("system measured")
+    };
+    let (mptun, best) = (goodput("mptun"), goodput("best path"));
+    assert!(
+        mptun >= 2.0 * best,
+        "mptun {mptun:.1} Mbit/s, best single path {best:.1} Mbit/s"
+    );
+}

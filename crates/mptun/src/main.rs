@@ -188,11 +188,23 @@ fn lab(
             "default (equal)".to_string(),
         ),
     };
-    mptun::lab::run::run(&mptun::lab::run::LabOptions {
+    let report = mptun::lab::run::run(&mptun::lab::run::LabOptions {
         scenario,
         scenario_name,
         compare,
         json,
-        plot,
-    })
+        mptun_exe: std::env::current_exe().context("find the mptun executable")?,
+    })?;
+    if let Some(path) = &plot {
+        mptun::lab::plot::draw(&report, path)?;
+        if !json {
+            eprintln!("plot written to {}", path.display());
+        }
+    }
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", mptun::lab::run::render(&report));
+    }
+    Ok(())
 }

@@ -2,6 +2,7 @@
 //! `--compare`, through what users would otherwise pick), report.
 
 use std::path::{Path, PathBuf};
+
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -24,10 +25,10 @@ pub struct LabOptions {
     pub scenario_name: String,
     /// Also measure the alternatives over the same paths.
     pub compare: bool,
-    /// Print one JSON object instead of text.
+    /// Say nothing on stderr while running (the report goes out as JSON).
     pub json: bool,
-    /// Write a PNG chart here.
-    pub plot: Option<PathBuf>,
+    /// The `mptun` executable to run on the sites.
+    pub mptun_exe: PathBuf,
 }
 
 /// Goodput of one system.
@@ -128,10 +129,10 @@ fn dir_spec(p: &super::scenario::PathSpec) -> DirSpec {
     }
 }
 
-/// Run the lab and print the report.
-pub fn run(options: &LabOptions) -> anyhow::Result<()> {
+/// Run the lab; progress goes to stderr unless `options.json`.
+pub fn run(options: &LabOptions) -> anyhow::Result<LabReport> {
     require_tools()?;
-    let exe = std::env::current_exe().context("find the mptun executable")?;
+    let exe = &options.mptun_exe;
     let scenario = &options.scenario;
     let mode = Mode::Emulated {
         paths: scenario.path.iter().map(dir_spec).collect(),
@@ -191,7 +192,7 @@ pub fn run(options: &LabOptions) -> anyhow::Result<()> {
 
     // mptun.
     say("mptun: starting both sites...");
-    let sites = Sites::start(&exe, &topo, &SiteLayout::all_paths(&topo))?;
+    let sites = Sites::start(exe, &topo, &SiteLayout::all_paths(&topo))?;
     let idle_tunnel = ping(&ns_a, TUNNEL_B, 20)?;
     let idle_best = ping(&ns_a, &topo.addr_b(best + 1).to_string(), 20)?;
     let a_before = sites.status(Site::A)?;
@@ -242,7 +243,7 @@ pub fn run(options: &LabOptions) -> anyhow::Result<()> {
         systems.push(system(&format!("best path (path {})", best + 1), r));
 
         say("per-flow ECMP over plain WireGuard tunnels...");
-        let ecmp = Ecmp::start(&exe, &topo)?;
+        let ecmp = Ecmp::start(exe, &topo)?;
         let bind = vec!["-B".to_string(), ECMP_SRC.to_string()];
         let r = flow_with_events(
             &mut topo,
@@ -280,24 +281,14 @@ pub fn run(options: &LabOptions) -> anyhow::Result<()> {
         }
     }
 
-    let report = LabReport {
+    Ok(LabReport {
         scenario_name: options.scenario_name.clone(),
         scenario: scenario.clone(),
         path_rates_mbps: path_rates,
         path_rates_measured: options.compare,
         systems,
         mptun,
-    };
-    if let Some(path) = &options.plot {
-        super::plot::draw(&report, path)?;
-        say(&format!("plot written to {}", path.display()));
-    }
-    if options.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print!("{}", render(&report));
-    }
-    Ok(())
+    })
 }
 
 fn mptun_detail(
