@@ -1,49 +1,72 @@
 //! Path choice per outbound packet, against the number of paths.
 //!
-//! [`Sender::handle_outbound`] runs once for every packet read from the TUN
-//! device: it builds the set of usable paths, asks the smooth weighted
-//! round-robin for a path (a linear scan over every path) and numbers the
-//! packet. Its cost grows with the path count, so it is measured with 2, 4,
-//! 8 and 16 paths (16 is `MAX_PATHS`), all usable, all of weight 1. The
+//! [`Multipath::handle_outbound`] runs once for every packet read from the
+//! TUN device: it builds the set of usable paths, picks one and numbers the
+//! packet. Both policies are measured with 2, 4, 8 and 16 paths (16 is
+//! `MAX_PATHS`), all up: the adaptive earliest-arrival scheduler (which
+//! drains each path's queue model) and static weighted round-robin. The
 //! bare [`WeightedRoundRobin::pick`] is measured alongside to show what the
 //! numbering and the path set add. Throughput is packets per second.
 
 use std::hint::black_box;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use mptun_core::{PathId, Sender, WeightedRoundRobin, MAX_PATHS};
+use mptun_core::{Multipath, PathId, Policy, WeightedRoundRobin};
 
 const PATH_COUNTS: [usize; 4] = [2, 4, 8, 16];
 
-fn bench_scheduler(c: &mut Criterion) {
-    // What the driver would look up per path; behind `black_box` so the
-    // compiler cannot fold the usability check away.
-    let usable = [true; MAX_PATHS];
-
-    let mut group = c.benchmark_group("scheduler/handle_outbound");
-    group.throughput(Throughput::Elements(1));
-    for n in PATH_COUNTS {
-        let weights = vec![1u32; n];
-        // Checked once, outside the timing: equal weights share evenly.
-        let mut check = Sender::new(7, &weights);
-        let mut counts = vec![0usize; n];
-        for _ in 0..n * 100 {
-            let (path, _) = check.handle_outbound(|_| true).expect("a usable path");
-            counts[path.index()] += 1;
-        }
-        assert!(counts.iter().all(|&c| c == 100), "uneven shares {counts:?}");
-
-        group.bench_with_input(BenchmarkId::from_parameter(n), &weights, |b, weights| {
-            let mut sender = Sender::new(7, weights);
-            b.iter(|| {
-                let usable = black_box(&usable);
-                black_box(sender.handle_outbound(|p: PathId| usable[p.index()]))
-            });
-        });
+/// A sender with every path's session up, at time `t0`.
+fn sender(t0: Instant, n: usize, policy: Policy) -> Multipath {
+    let mut mp = Multipath::new(t0, 7, n, policy);
+    for i in 0..n {
+        mp.set_session(t0, PathId(i as u8), true);
     }
-    group.finish();
+    mp
+}
 
+fn bench_scheduler(c: &mut Criterion) {
+    let t0 = Instant::now();
+    for (name, policy) in [
+        (
+            "adaptive",
+            Box::new(|_: usize| Policy::adaptive(None)) as Box<dyn Fn(usize) -> Policy>,
+        ),
+        (
+            "round_robin",
+            Box::new(|n| Policy::RoundRobin(WeightedRoundRobin::new(&vec![1; n]))),
+        ),
+    ] {
+        let mut group = c.benchmark_group(format!("scheduler/{name}"));
+        group.throughput(Throughput::Elements(1));
+        for n in PATH_COUNTS {
+            // Checked once, outside the timing: every path gets packets.
+            let mut check = sender(t0, n, policy(n));
+            let mut counts = vec![0usize; n];
+            for k in 0..n * 100 {
+                let at = t0 + Duration::from_micros(k as u64 * 10);
+                let (path, _) = check.handle_outbound(at, 1420).expect("a usable path");
+                counts[path.index()] += 1;
+            }
+            assert!(
+                counts.iter().all(|&c| c > 0),
+                "{name}: unused paths {counts:?}"
+            );
+
+            group.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, &n| {
+                let mut mp = sender(t0, n, policy(n));
+                // Virtual time advancing 10 µs a packet: ~1.1 Gbit/s offered.
+                let mut now = t0;
+                b.iter(|| {
+                    now += Duration::from_micros(10);
+                    black_box(mp.handle_outbound(black_box(now), 1420))
+                });
+            });
+        }
+        group.finish();
+    }
+
+    let usable = [true; mptun_core::MAX_PATHS];
     let mut group = c.benchmark_group("scheduler/wrr_pick");
     group.throughput(Throughput::Elements(1));
     for n in PATH_COUNTS {

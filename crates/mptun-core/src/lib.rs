@@ -6,27 +6,31 @@
 //! tested with virtual time, deterministically.
 //!
 //! ```text
-//!  TUN read ──> Sender::handle_outbound ──> (path, Trailer) ──> [packet|trailer]
-//!                 (seq, path_seq, epoch;                          │ WireGuard
-//!                  WeightedRoundRobin)                            │ session of
-//!                                                                 ▼ that path
-//!                                                              UDP socket
-//!                                                                 │
-//!  TUN write <── ReorderBuffer::poll_release <── Trailer::decode_suffix
-//!                 (in order; gaps held at most                (authenticated
-//!                  `hold`, then skipped)                       plaintext)
+//!  TUN read ─> Multipath::handle_outbound ─> (path, Trailer) ─> [packet|trailer]
+//!              (seq, path_seq, epoch; the path          │ sealed by that path's
+//!               where it arrives soonest)               ▼ WireGuard session
+//!                                                    UDP socket ── probes ──┐
+//!                                                       │                   │
+//!  TUN write <─ ReorderBuffer::poll_release <─ Trailer::decode_suffix       │
+//!               (in order; a gap is released    (authenticated)             │
+//!                on loss evidence or after an                               │
+//!                adaptive hold)                                             │
+//!  Multipath::handle_probe <── RTT, one-way delays, rate, loss, liveness <──┘
 //! ```
 
+pub mod control;
+pub mod estimate;
+pub mod multipath;
 pub mod path;
 pub mod reorder;
 pub mod scheduler;
-pub mod sender;
 pub mod seq;
 pub mod wire;
 
+pub use control::Probe;
+pub use multipath::{Multipath, PathEstimate, PathEvent, PathState, Policy};
 pub use path::{PathId, PathSet, MAX_PATHS};
-pub use reorder::{DropReason, ReorderBuffer, ReorderConfig, ReorderStats, Verdict};
+pub use reorder::{DropReason, HoldHistogram, ReorderBuffer, ReorderConfig, ReorderStats, Verdict};
 pub use scheduler::WeightedRoundRobin;
-pub use sender::Sender;
 pub use seq::Seq;
 pub use wire::{Kind, Trailer, WireError, TRAILER_LEN};

@@ -12,7 +12,8 @@ use crate::wire::Trailer;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ReorderConfig {
     /// Longest time a gap is waited for before the packets behind it are
-    /// released and the gap is skipped.
+    /// released and the gap is skipped. The wait in force adapts below this
+    /// (see [`ReorderBuffer::set_hold_hint`]).
     pub hold: Duration,
     /// Most sequence numbers the buffer spans, and so most packets it holds.
     /// A packet further ahead forces the oldest gaps to be skipped.
@@ -89,6 +90,55 @@ pub struct ReorderStats {
 
 struct Held {
     packet: Vec<u8>,
+    arrived: Instant,
+}
+
+/// How long packets waited in the buffer: 0.25 ms buckets up to 250 ms,
+/// then one for everything longer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HoldHistogram {
+    buckets: Vec<u64>,
+}
+
+impl Default for HoldHistogram {
+    fn default() -> Self {
+        HoldHistogram {
+            buckets: vec![0; HOLD_BUCKETS + 1],
+        }
+    }
+}
+
+const HOLD_BUCKET_US: u64 = 250;
+const HOLD_BUCKETS: usize = 1000;
+
+impl HoldHistogram {
+    fn record(&mut self, held: Duration) {
+        let bucket = (held.as_micros() as u64 / HOLD_BUCKET_US) as usize;
+        self.buckets[bucket.min(HOLD_BUCKETS)] += 1;
+    }
+
+    /// Return how many waits were recorded.
+    pub fn count(&self) -> u64 {
+        self.buckets.iter().sum()
+    }
+
+    /// Return the wait that fraction `q` (0 to 1) of the recorded waits did
+    /// not exceed, to the bucket's upper edge; `None` if nothing waited.
+    pub fn quantile(&self, q: f64) -> Option<Duration> {
+        let total = self.count();
+        if total == 0 {
+            return None;
+        }
+        let rank = ((total as f64) * q).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        for (i, &n) in self.buckets.iter().enumerate() {
+            seen += n;
+            if seen >= rank {
+                return Some(Duration::from_micros((i as u64 + 1) * HOLD_BUCKET_US));
+            }
+        }
+        None
+    }
 }
 
 /// Delivers packets strictly in sequence order, waiting a bounded time for
@@ -118,6 +168,19 @@ pub struct ReorderBuffer {
     in_use: PathSet,
     /// Packets released in order, not yet taken by the caller.
     ready: VecDeque<Vec<u8>>,
+    /// Time of the call being handled, for the wait histogram.
+    clock: Option<Instant>,
+    /// How long buffered packets waited.
+    waits: HoldHistogram,
+    /// The hold the paths' measured delay spread calls for, if known.
+    hint: Option<Duration>,
+    /// The hold the reordering seen so far calls for: how long gaps that
+    /// did get filled stayed open, with headroom; doubled when a packet
+    /// arrives after its gap was given up on.
+    learned: Duration,
+    /// Sequence numbers recently given up on by the timer, to recognise
+    /// them if they turn up late after all.
+    timed_out: VecDeque<Seq>,
     /// Buffers given back by the caller, reused to avoid an allocation per
     /// buffered packet.
     spare: Vec<Vec<u8>>,
@@ -136,6 +199,11 @@ impl ReorderBuffer {
             highest: Vec::new(),
             in_use: PathSet::default(),
             ready: VecDeque::new(),
+            clock: None,
+            waits: HoldHistogram::default(),
+            hint: None,
+            learned: Duration::ZERO,
+            timed_out: VecDeque::new(),
             spare: Vec::new(),
             stats: ReorderStats::default(),
         }
@@ -149,6 +217,37 @@ impl ReorderBuffer {
     /// Return the limits in force.
     pub fn config(&self) -> ReorderConfig {
         self.config
+    }
+
+    /// Give the hold the paths' measured delay spread calls for. Without a
+    /// hint the buffer waits the configured maximum; with one it waits the
+    /// larger of the hint and what the reordering it has seen calls for.
+    pub fn set_hold_hint(&mut self, hint: Option<Duration>) {
+        self.hint = hint;
+    }
+
+    /// Return how long a gap is waited for now.
+    pub fn hold(&self) -> Duration {
+        match self.hint {
+            None => self.config.hold,
+            Some(hint) => hint.max(self.learned).min(self.config.hold),
+        }
+    }
+
+    /// Learn from a gap that was filled after staying open for `open`.
+    fn learn_gap(&mut self, open: Duration) {
+        let target = open * 5 / 4 + Duration::from_millis(1);
+        if target > self.learned {
+            self.learned = target;
+        } else {
+            // Forget slowly: one large reordering is worth remembering.
+            self.learned -= (self.learned - target) / 256;
+        }
+    }
+
+    /// Return how long buffered packets waited before release.
+    pub fn waits(&self) -> &HoldHistogram {
+        &self.waits
     }
 
     /// Return how many packets are waiting in the buffer.
@@ -165,6 +264,7 @@ impl ReorderBuffer {
         packet: &[u8],
     ) -> Verdict {
         let (epoch, seq) = (trailer.epoch, trailer.seq);
+        self.clock = Some(now);
         match self.epoch {
             None => self.adopt_epoch(now, epoch, seq),
             Some((current, _)) if current == epoch => {}
@@ -186,6 +286,11 @@ impl ReorderBuffer {
 
         let mut offset = seq.distance_from(self.next);
         if offset < 0 {
+            if let Some(i) = self.timed_out.iter().position(|&s| s == seq) {
+                // Given up on too early: wait longer from now on.
+                self.timed_out.remove(i);
+                self.learned = (self.learned.max(self.hold()) * 2).min(self.config.hold);
+            }
             self.stats.dropped_stale += 1;
             return Verdict::Dropped(DropReason::Stale);
         }
@@ -200,6 +305,9 @@ impl ReorderBuffer {
         let offset = offset as usize;
 
         if offset == 0 {
+            if let Some(&(oldest, _)) = self.arrivals.front() {
+                self.learn_gap(now.saturating_duration_since(oldest));
+            }
             if self.ready.is_empty() {
                 self.advance_past_front();
                 self.stats.in_order += 1;
@@ -221,7 +329,10 @@ impl ReorderBuffer {
             return Verdict::Dropped(DropReason::Duplicate);
         }
         let packet = self.copy_of(packet);
-        self.window[offset] = Some(Held { packet });
+        self.window[offset] = Some(Held {
+            packet,
+            arrived: now,
+        });
         self.arrivals.push_back((now, seq));
         self.stats.buffered += 1;
         self.release_losses();
@@ -244,13 +355,14 @@ impl ReorderBuffer {
 
     /// Return when [`handle_timeout`](Self::handle_timeout) must next be called.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.arrivals.front().map(|&(at, _)| at + self.config.hold)
+        self.arrivals.front().map(|&(at, _)| at + self.hold())
     }
 
     /// Skip every gap that has been waited for as long as the hold time.
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.clock = Some(now);
         while let Some(&(arrived, seq)) = self.arrivals.front() {
-            if now.saturating_duration_since(arrived) < self.config.hold {
+            if now.saturating_duration_since(arrived) < self.hold() {
                 break;
             }
             // Give up on everything before the packet that waited longest;
@@ -325,10 +437,16 @@ impl ReorderBuffer {
     fn skip_to(&mut self, target: Seq, why: Skip) {
         while self.next.is_before(target) {
             match self.window.pop_front() {
-                Some(Some(held)) => self.ready.push_back(held.packet),
+                Some(Some(held)) => self.release(held),
                 Some(None) | None => match why {
                     Skip::Loss => self.stats.skipped_loss += 1,
-                    Skip::Timeout => self.stats.skipped_timeout += 1,
+                    Skip::Timeout => {
+                        self.stats.skipped_timeout += 1;
+                        if self.timed_out.len() == 64 {
+                            self.timed_out.pop_front();
+                        }
+                        self.timed_out.push_back(self.next);
+                    }
                     Skip::Overflow => self.stats.skipped_overflow += 1,
                     Skip::Restart => self.stats.skipped_restart += 1,
                 },
@@ -336,6 +454,14 @@ impl ReorderBuffer {
             self.next = self.next.next();
         }
         self.release_contiguous();
+    }
+
+    fn release(&mut self, held: Held) {
+        if let Some(now) = self.clock {
+            self.waits
+                .record(now.saturating_duration_since(held.arrived));
+        }
+        self.ready.push_back(held.packet);
     }
 
     /// Step over the (empty) front slot for the packet just delivered.
@@ -349,7 +475,7 @@ impl ReorderBuffer {
     fn release_contiguous(&mut self) {
         while let Some(Some(_)) = self.window.front() {
             if let Some(Some(held)) = self.window.pop_front() {
-                self.ready.push_back(held.packet);
+                self.release(held);
             }
             self.next = self.next.next();
         }
@@ -525,6 +651,45 @@ mod tests {
         // The skipped packet turning up late is not delivered out of order.
         assert_eq!(h.feed(30, P1, 1), Verdict::Dropped(DropReason::Stale));
         assert_eq!(h.feed(30, P1, 5), Verdict::DeliverNow);
+    }
+
+    #[test]
+    fn waits_are_recorded_for_the_hold_time_quantiles() {
+        let mut h = Harness::new(config());
+        h.feed(0, P0, 0);
+        h.feed(0, P0, 2); // waits 3 ms for 1
+        h.feed(3, P1, 1);
+        h.feed(3, P0, 4); // waits until the 20 ms hold runs out
+        h.tick(23);
+        let waits = h.buf.waits();
+        assert_eq!(waits.count(), 2);
+        assert_eq!(waits.quantile(0.5), Some(Duration::from_micros(3250)));
+        assert_eq!(waits.quantile(0.99), Some(Duration::from_micros(20250)));
+    }
+
+    #[test]
+    fn hold_adapts_to_the_reordering_seen_within_the_configured_maximum() {
+        let mut h = Harness::new(config());
+        h.buf.set_hold_hint(Some(Duration::from_millis(2)));
+        assert_eq!(h.buf.hold(), Duration::from_millis(2));
+        // A gap filled after 4 ms: wait 4 * 1.25 + 1 = 6 ms from now on.
+        h.feed(0, P0, 0);
+        h.feed(10, P0, 2);
+        h.feed(14, P1, 1);
+        assert_eq!(h.buf.hold(), Duration::from_millis(6));
+        // A gap given up on at 6 ms whose packet then turns up: double it.
+        h.feed(20, P0, 4);
+        h.tick(26);
+        assert_eq!(h.delivered, vec![0, 1, 2, 4]);
+        assert_eq!(h.feed(27, P1, 3), Verdict::Dropped(DropReason::Stale));
+        assert_eq!(h.buf.hold(), Duration::from_millis(12));
+        // Never past the configured maximum.
+        for k in 0..10u32 {
+            let base = 100 + k * 4;
+            h.feed(u64::from(base), P0, 6 + k * 2);
+        }
+        h.tick(1000);
+        assert!(h.buf.hold() <= Duration::from_millis(20));
     }
 
     #[test]

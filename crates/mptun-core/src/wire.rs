@@ -44,6 +44,8 @@ pub const VERSION: u8 = 1;
 pub enum Kind {
     /// An inner IP packet for the TUN device.
     Data = 1,
+    /// A probe (see [`crate::control`]), never delivered to the TUN device.
+    Control = 2,
 }
 
 /// The decoded trailer of one packet.
@@ -104,6 +106,7 @@ impl Trailer {
         }
         let kind = match t[15] & 0x0f {
             1 => Kind::Data,
+            2 => Kind::Control,
             _ => return Err(WireError::UnknownKind),
         };
         if t[14] != 0 {
@@ -168,7 +171,7 @@ mod tests {
         let mut bad = GOLDEN;
         bad[15] = 0x21;
         assert_eq!(Trailer::decode_suffix(&bad), Err(WireError::UnknownVersion));
-        bad[15] = 0x1f;
+        bad[15] = 0x13;
         assert_eq!(Trailer::decode_suffix(&bad), Err(WireError::UnknownKind));
         bad = GOLDEN;
         bad[14] = 1;

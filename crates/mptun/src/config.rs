@@ -59,6 +59,7 @@ struct RawInterface {
     mtu: Option<u32>,
     table: Option<String>,
     reorder_hold_ms: Option<u64>,
+    scheduler: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -91,6 +92,16 @@ pub enum Table {
     Off,
 }
 
+/// How packets are spread over the paths.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scheduler {
+    /// Each packet to the path where it arrives soonest, from measured delay,
+    /// rate and queue; `weight` caps a path's share.
+    Adaptive,
+    /// Static weighted round-robin over the paths that are up.
+    RoundRobin,
+}
+
 /// A validated configuration.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -117,8 +128,10 @@ pub struct Interface {
     pub mtu: u16,
     /// Route management.
     pub table: Table,
-    /// Reorder buffer limits.
+    /// Reorder buffer limits; `hold` is the most the adaptive hold may be.
     pub reorder: ReorderConfig,
+    /// How packets are spread over the paths.
+    pub scheduler: Scheduler,
 }
 
 /// `[peer]`: the remote site.
@@ -145,8 +158,9 @@ pub struct PathConfig {
     pub bind: Option<IpAddr>,
     /// Local interface to bind (SO_BINDTODEVICE).
     pub bind_interface: Option<String>,
-    /// Static share of packets.
-    pub weight: u32,
+    /// Share of packets: a cap with the adaptive scheduler, the share with
+    /// round-robin; `None` when not configured.
+    pub weight: Option<u32>,
 }
 
 impl PathConfig {
@@ -255,6 +269,16 @@ impl Config {
                 ))
             }
         };
+        let scheduler = match i.scheduler.as_deref() {
+            None | Some("adaptive") => Scheduler::Adaptive,
+            Some("round-robin") => Scheduler::RoundRobin,
+            Some(other) => {
+                return Err(err(
+                    "interface.scheduler",
+                    format!("must be \"adaptive\" or \"round-robin\", not {other:?}"),
+                ))
+            }
+        };
         let mut reorder = ReorderConfig::default();
         if let Some(ms) = i.reorder_hold_ms {
             if !(1..=10_000).contains(&ms) {
@@ -348,8 +372,8 @@ impl Config {
                     ));
                 }
             }
-            let weight = rp.weight.unwrap_or(1);
-            if !(1..=1000).contains(&weight) {
+            let weight = rp.weight;
+            if let Some(weight) = weight.filter(|w| !(1..=1000).contains(w)) {
                 return Err(err(
                     &key("weight"),
                     format!("must be 1 to 1000, not {weight}"),
@@ -431,6 +455,7 @@ impl Config {
                 mtu,
                 table,
                 reorder,
+                scheduler,
             },
             peer: Peer {
                 public_key,

@@ -37,6 +37,10 @@ pub struct PathCounters {
     pub rx_packets: Counter,
     /// Inner bytes of those packets.
     pub rx_bytes: Counter,
+    /// Probes received from the peer.
+    pub rx_probes: Counter,
+    /// Control messages that were not valid probes.
+    pub bad_probes: Counter,
     /// Datagrams the socket failed to send.
     pub send_errors: Counter,
     /// Errors reading the socket.

@@ -2,11 +2,10 @@
 //! snapshot of its counters; the client prints it like `wg show`.
 
 use std::fmt::Write as _;
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use anyhow::{bail, Context};
-use mptun_core::ReorderStats;
+use mptun_core::{PathState, ReorderStats};
 use serde::{Deserialize, Serialize};
 use tokio::io::AsyncWriteExt;
 use tokio::net::UnixListener;
@@ -71,6 +70,9 @@ pub struct TunStatus {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ReorderStatus {
     pub hold_ms: f64,
+    pub waited: u64,
+    pub wait_p50_ms: Option<f64>,
+    pub wait_p99_ms: Option<f64>,
     pub held_now: usize,
     pub in_order: u64,
     pub buffered: u64,
@@ -91,6 +93,14 @@ pub struct PathStatus {
     pub local: String,
     pub endpoint: Option<String>,
     pub up: bool,
+    pub state: String,
+    pub srtt_ms: Option<f64>,
+    pub owd_rel_ms: Option<f64>,
+    pub queue_ms: f64,
+    pub model_queue_ms: f64,
+    pub rate_mbps: Option<f64>,
+    pub loss_pct: f64,
+    pub rx_probes: u64,
     pub since_handshake_secs: Option<f64>,
     pub handshake_rtt_ms: Option<u32>,
     pub tx_packets: u64,
@@ -102,10 +112,25 @@ pub struct PathStatus {
     pub rejected: RejectSnapshot,
 }
 
-fn reorder_status(stats: ReorderStats, hold_ms: f64, held_now: usize) -> ReorderStatus {
+fn state_name(state: PathState) -> &'static str {
+    match state {
+        PathState::NoSession => "no session",
+        PathState::Unconfirmed => "up (unconfirmed)",
+        PathState::Up => "up",
+        PathState::Down => "down",
+        PathState::SetAside => "set aside (lossy)",
+    }
+}
+
+fn reorder_status(rx: &mptun_core::ReorderBuffer) -> ReorderStatus {
+    let stats: ReorderStats = rx.stats();
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
     ReorderStatus {
-        hold_ms,
-        held_now,
+        hold_ms: ms(rx.hold()),
+        held_now: rx.held_len(),
+        waited: rx.waits().count(),
+        wait_p50_ms: rx.waits().quantile(0.5).map(ms),
+        wait_p99_ms: rx.waits().quantile(0.99).map(ms),
         in_order: stats.in_order,
         buffered: stats.buffered,
         skipped_loss: stats.skipped_loss,
@@ -121,10 +146,10 @@ fn reorder_status(stats: ReorderStats, hold_ms: f64, held_now: usize) -> Reorder
 
 pub(crate) fn snapshot(shared: &Shared) -> Status {
     let config = &shared.config;
-    let (stats, hold, held) = {
-        let rx = lock(&shared.receiver);
-        (rx.stats(), rx.config().hold, rx.held_len())
-    };
+    let reorder = reorder_status(&lock(&shared.receiver));
+    // Bound first: a guard in the struct literal below would live to its
+    // end and deadlock against the per-path lookups.
+    let epoch = lock(&shared.multipath).epoch();
     let t = &shared.tun_counters;
     Status {
         interface: config.interface.name.clone(),
@@ -133,7 +158,7 @@ pub(crate) fn snapshot(shared: &Shared) -> Status {
         )),
         peer_public_key: mptun_wg::keys::encode_key(&config.peer.public_key),
         mtu: config.interface.mtu,
-        epoch: lock(&shared.sender).epoch(),
+        epoch,
         uptime_secs: shared.started.elapsed().as_secs_f64(),
         allowed_ips: config
             .peer
@@ -150,7 +175,7 @@ pub(crate) fn snapshot(shared: &Shared) -> Status {
             dropped_disallowed_source: t.dropped_disallowed_source.get(),
             write_errors: t.write_errors.get(),
         },
-        reorder: reorder_status(stats, hold.as_secs_f64() * 1000.0, held),
+        reorder,
         paths: shared
             .paths
             .iter()
@@ -160,11 +185,23 @@ pub(crate) fn snapshot(shared: &Shared) -> Status {
                     (s.since_handshake(), s.handshake_rtt_ms())
                 };
                 let c = &p.counters;
+                let (state, est) = {
+                    let mp = lock(&shared.multipath);
+                    (mp.state(p.id), mp.estimate(p.id))
+                };
                 PathStatus {
                     id: p.id.0,
                     local: p.local.to_string(),
                     endpoint: p.endpoint().map(|e| e.to_string()),
-                    up: p.up.load(Relaxed),
+                    up: matches!(state, PathState::Up | PathState::Unconfirmed),
+                    state: state_name(state).to_string(),
+                    srtt_ms: est.srtt_ms,
+                    owd_rel_ms: est.owd_rel_ms,
+                    queue_ms: est.queue_ms,
+                    model_queue_ms: est.model_queue_ms,
+                    rate_mbps: est.rate_mbps,
+                    loss_pct: est.loss * 100.0,
+                    rx_probes: c.rx_probes.get(),
                     since_handshake_secs: since.map(|d| d.as_secs_f64()),
                     handshake_rtt_ms: rtt,
                     tx_packets: c.tx_packets.get(),
@@ -281,8 +318,13 @@ pub fn render(s: &Status) -> String {
     let r = &s.reorder;
     let _ = writeln!(
         o,
-        "  reorder: hold {:.0} ms, holding {}; in order {}, buffered {}",
-        r.hold_ms, r.held_now, r.in_order, r.buffered
+        "  reorder: hold {:.1} ms, holding {}; in order {}, buffered {}; waits p50 {}, p99 {}",
+        r.hold_ms,
+        r.held_now,
+        r.in_order,
+        r.buffered,
+        r.wait_p50_ms.map_or("-".into(), |w| format!("{w:.2} ms")),
+        r.wait_p99_ms.map_or("-".into(), |w| format!("{w:.2} ms"))
     );
     let _ = writeln!(
         o,
@@ -303,7 +345,19 @@ pub fn render(s: &Status) -> String {
     let _ = writeln!(o, "  allowed ips: {}", s.allowed_ips.join(", "));
     for p in &s.paths {
         let _ = writeln!(o);
-        let _ = writeln!(o, "path[{}]: {}", p.id, if p.up { "up" } else { "down" });
+        let _ = writeln!(o, "path[{}]: {}", p.id, p.state);
+        if let Some(rtt) = p.srtt_ms {
+            let _ = writeln!(
+                o,
+                "  rtt: {rtt:.2} ms; one-way {:+.2} ms vs the fastest path, {:.2} ms queued; \
+                 delivery {}; loss {:.2}%",
+                p.owd_rel_ms.unwrap_or(0.0),
+                p.queue_ms,
+                p.rate_mbps
+                    .map_or("not measured yet".to_string(), |r| format!("{r:.1} Mbit/s")),
+                p.loss_pct
+            );
+        }
         let _ = writeln!(o, "  local: {}", p.local);
         let _ = writeln!(
             o,

@@ -2,26 +2,30 @@
 //! move packets between them through the sans-IO core.
 //!
 //! Tasks, and what they own:
-//! - one TUN reader: numbers each packet ([`Sender`]), seals it with the
-//!   chosen path's session and sends it on that path's socket;
+//! - one TUN reader: numbers each packet and picks its path ([`Multipath`]),
+//!   seals it with that path's session and sends it on that path's socket;
 //! - one receiver per path: opens datagrams with the path's session and
 //!   hands packets to the [`ReorderBuffer`], writing what it releases to the
 //!   TUN device while holding the buffer's lock, so two paths can never
 //!   interleave their writes out of order;
 //! - one reorder timer: skips gaps once they have been held long enough;
-//! - one WireGuard timer: handshakes, rekeys and keepalives of every path,
-//!   and whether each path is up.
+//! - one monitor: sends the probes that measure every path, marks paths down
+//!   and up, logs those changes, and adapts the reorder hold time;
+//! - one WireGuard timer: handshakes, rekeys and keepalives of every path.
 //!
 //! Each path's session has a mutex of its own (the TUN reader seals while the
 //! path's receiver opens), so paths do not contend with each other.
 
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use mptun_core::{PathId, ReorderBuffer, Sender, Trailer, Verdict, TRAILER_LEN};
+use mptun_core::control::{PROBE_LEN, SHIM_LEN};
+use mptun_core::{
+    Kind, Multipath, PathId, PathState, Policy, Probe, ReorderBuffer, Trailer, Verdict, TRAILER_LEN,
+};
 use mptun_wg::{Opened, PathSession, SessionConfig};
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::net::UdpSocket;
@@ -29,7 +33,7 @@ use tokio::sync::Notify;
 use tracing::{debug, info, warn};
 use tun_rs::AsyncDevice;
 
-use crate::config::{Config, PathConfig};
+use crate::config::{Config, PathConfig, Scheduler};
 use crate::counters::{PathCounters, TunCounters};
 use crate::ipnet::IpNet;
 
@@ -39,10 +43,6 @@ const SOCKET_BUFFER: usize = 4 << 20;
 
 /// How often WireGuard's timers run, as boringtun expects.
 const WG_TICK: Duration = Duration::from_millis(250);
-
-/// Silence from a peer we keep sending to after which a new handshake is
-/// started.
-const SILENT_PEER: Duration = Duration::from_secs(3);
 
 /// Ticks between handshake initiations while a path has no session.
 const RETRY_TICKS: u64 = 4;
@@ -65,14 +65,9 @@ pub(crate) struct PathIo {
     /// The peer's address for this path: configured, or learned from the
     /// last authenticated datagram (WireGuard's roaming).
     endpoint: Mutex<Option<SocketAddr>>,
-    /// Whether the scheduler may use this path.
-    pub up: AtomicBool,
+    /// Whether the WireGuard session was established at the last look.
+    established: AtomicBool,
     pub counters: PathCounters,
-    /// Milliseconds since `clock_base` of the last data sent and of the
-    /// last authenticated datagram received, for noticing a silent peer.
-    last_tx_ms: AtomicU64,
-    last_rx_ms: AtomicU64,
-    clock_base: Instant,
 }
 
 impl PathIo {
@@ -80,22 +75,7 @@ impl PathIo {
         *lock(&self.endpoint)
     }
 
-    fn now_ms(&self) -> u64 {
-        self.clock_base.elapsed().as_millis() as u64
-    }
-
-    /// Return whether we have been sending but the peer has said nothing
-    /// authenticated for `SILENT_PEER`: it has probably lost our session
-    /// (restarted). WireGuard would wait 15 s before a new handshake.
-    fn peer_silent(&self) -> bool {
-        let now = self.now_ms();
-        let (tx, rx) = (self.last_tx_ms.load(Relaxed), self.last_rx_ms.load(Relaxed));
-        let silent = SILENT_PEER.as_millis() as u64;
-        now.saturating_sub(tx) < 1000 && now.saturating_sub(rx) > silent
-    }
-
     fn learn_endpoint(&self, from: SocketAddr) {
-        self.last_rx_ms.store(self.now_ms(), Relaxed);
         let mut ep = lock(&self.endpoint);
         if *ep != Some(from) {
             info!(path = %self.id, endpoint = %from, "peer endpoint learned");
@@ -103,14 +83,11 @@ impl PathIo {
         }
     }
 
-    fn set_up(&self, up: bool) {
-        if self.up.swap(up, Relaxed) != up {
-            if up {
-                let endpoint = self.endpoint().map(|e| e.to_string()).unwrap_or_default();
-                info!(path = %self.id, %endpoint, "path up");
-            } else {
-                warn!(path = %self.id, "path down: no WireGuard session");
-            }
+    /// Tell the monitor when the session comes or goes.
+    fn note_session(&self, shared: &Shared, established: bool) {
+        if self.established.swap(established, Relaxed) != established {
+            lock(&shared.multipath).set_session(Instant::now(), self.id, established);
+            shared.monitor_wake.notify_one();
         }
     }
 
@@ -131,9 +108,10 @@ pub(crate) struct Shared {
     pub config: Config,
     pub tun: AsyncDevice,
     pub paths: Vec<PathIo>,
-    pub sender: Mutex<Sender>,
+    pub multipath: Mutex<Multipath>,
     pub receiver: Mutex<ReorderBuffer>,
     reorder_wake: Notify,
+    monitor_wake: Notify,
     pub tun_counters: TunCounters,
     pub started: Instant,
 }
@@ -283,20 +261,23 @@ impl Tunnel {
                 local,
                 session: Mutex::new(PathSession::new(&session_config, n as u8)),
                 endpoint: Mutex::new(pc.endpoint),
-                up: AtomicBool::new(false),
+                established: AtomicBool::new(false),
                 counters: PathCounters::default(),
-                last_tx_ms: AtomicU64::new(0),
-                last_rx_ms: AtomicU64::new(0),
-                clock_base: Instant::now(),
             });
         }
         let tun = create_tun(&config)?;
         let routes = crate::net::Routes::add(&config)?;
-        let weights: Vec<u32> = config.paths.iter().map(|p| p.weight).collect();
+        let policy = scheduling_policy(&config);
         let shared = Arc::new(Shared {
-            sender: Mutex::new(Sender::new(epoch, &weights)),
+            multipath: Mutex::new(Multipath::new(
+                Instant::now(),
+                epoch,
+                config.paths.len(),
+                policy,
+            )),
             receiver: Mutex::new(ReorderBuffer::new(config.interface.reorder)),
             reorder_wake: Notify::new(),
+            monitor_wake: Notify::new(),
             tun,
             paths,
             tun_counters: TunCounters::default(),
@@ -317,6 +298,7 @@ impl Tunnel {
         let mut tasks = vec![
             tokio::spawn(tun_to_paths(shared.clone())),
             tokio::spawn(reorder_timer(shared.clone())),
+            tokio::spawn(monitor(shared.clone())),
             tokio::spawn(wireguard_timers(shared.clone())),
         ];
         for n in 0..shared.paths.len() {
@@ -380,8 +362,7 @@ async fn tun_to_paths(shared: Arc<Shared>) {
             counters.dropped_disallowed_destination.bump();
             continue;
         }
-        let picked =
-            lock(&shared.sender).handle_outbound(|p| shared.paths[p.index()].up.load(Relaxed));
+        let picked = lock(&shared.multipath).handle_outbound(Instant::now(), n);
         let Some((path_id, trailer)) = picked else {
             counters.dropped_no_path.bump();
             continue;
@@ -397,7 +378,6 @@ async fn tun_to_paths(shared: Arc<Shared>) {
         match path.socket.send_to(&sealed[..len], to).await {
             Ok(_) => {
                 path.counters.tx_packets.bump();
-                path.last_tx_ms.store(path.now_ms(), Relaxed);
                 path.counters.tx_bytes.add(n as u64);
             }
             Err(_) => path.counters.send_errors.bump(),
@@ -445,6 +425,23 @@ async fn path_to_tun(shared: Arc<Shared>, index: usize) {
             Opened::CookieChallenge => {}
             Opened::Control => path.learn_endpoint(from),
             Opened::Packet {
+                packet, trailer, ..
+            } if trailer.kind == Kind::Control => {
+                path.learn_endpoint(from);
+                match Probe::decode(packet) {
+                    Ok(probe) => {
+                        lock(&shared.multipath).handle_probe(
+                            Instant::now(),
+                            path.id,
+                            trailer.epoch,
+                            &probe,
+                        );
+                        path.counters.rx_probes.bump();
+                    }
+                    Err(_) => path.counters.bad_probes.bump(),
+                }
+            }
+            Opened::Packet {
                 packet,
                 source,
                 trailer,
@@ -455,6 +452,7 @@ async fn path_to_tun(shared: Arc<Shared>, index: usize) {
                 } else {
                     path.counters.rx_packets.bump();
                     path.counters.rx_bytes.add(packet.len() as u64);
+                    lock(&shared.multipath).handle_data_received(path.id, &trailer, packet.len());
                     deliver(&shared, path.id, &trailer, packet);
                 }
             }
@@ -464,7 +462,7 @@ async fn path_to_tun(shared: Arc<Shared>, index: usize) {
                 path.counters.send_errors.bump();
             }
         }
-        path.set_up(established && path.endpoint().is_some());
+        path.note_session(&shared, established && path.endpoint().is_some());
     }
 }
 
@@ -517,15 +515,18 @@ async fn wireguard_timers(shared: Arc<Shared>) {
         ticks += 1;
         for path in &shared.paths {
             let mut datagrams: Vec<Vec<u8>> = Vec::new();
+            let retry = ticks.is_multiple_of(RETRY_TICKS);
+            let wants_handshake =
+                retry && lock(&shared.multipath).wants_handshake(Instant::now(), path.id);
             let established = {
                 let mut session = lock(&path.session);
                 let alive = session.tick(&mut out, |d| datagrams.push(d.to_vec()));
-                let silent = session.is_established() && path.peer_silent();
-                if (!session.is_established() || silent) && ticks.is_multiple_of(RETRY_TICKS) {
+                if retry && (!session.is_established() || wants_handshake) {
                     // WireGuard retries a handshake every 5 s, and only
                     // notices a restarted peer after 15 s of silence; for a
-                    // peer that was not listening yet, or lost our session,
-                    // that is a needless outage of the path.
+                    // peer that was not listening yet, or that lost our
+                    // session (its probes' echoes stopped), that is a
+                    // needless outage of the path.
                     session.initiate_now(&mut out, |d| datagrams.push(d.to_vec()));
                 }
                 alive && session.is_established()
@@ -538,8 +539,84 @@ async fn wireguard_timers(shared: Arc<Shared>) {
                     }
                 }
             }
-            path.set_up(established && to.is_some());
+            path.note_session(&shared, established && to.is_some());
         }
+    }
+}
+
+/// Choose the scheduler from the config: adaptive unless round-robin is
+/// asked for; configured weights are caps (adaptive) or shares (round-robin).
+fn scheduling_policy(config: &Config) -> Policy {
+    let weights: Vec<u32> = config.paths.iter().map(|p| p.weight.unwrap_or(1)).collect();
+    let any_weight = config.paths.iter().any(|p| p.weight.is_some());
+    match config.interface.scheduler {
+        Scheduler::Adaptive => Policy::adaptive(any_weight.then_some(weights.as_slice())),
+        Scheduler::RoundRobin => Policy::RoundRobin(mptun_core::WeightedRoundRobin::new(&weights)),
+    }
+}
+
+/// Probe every path, act on what the probes tell, and log path changes.
+async fn monitor(shared: Arc<Shared>) {
+    let mut plain = vec![0u8; SHIM_LEN + PROBE_LEN + TRAILER_LEN];
+    let mut sealed = vec![0u8; PathSession::sealed_len(plain.len())];
+    loop {
+        let now = Instant::now();
+        let mut probes = Vec::new();
+        let mut events = Vec::new();
+        let (hold, next) = {
+            let mut mp = lock(&shared.multipath);
+            mp.handle_timeout(now);
+            while let Some(probe) = mp.poll_probe(now) {
+                probes.push(probe);
+            }
+            while let Some(event) = mp.poll_event() {
+                events.push(event);
+            }
+            (mp.hold_hint(now), mp.poll_timeout())
+        };
+        for (path_id, probe, trailer) in probes {
+            let path = &shared.paths[path_id.index()];
+            let len = probe.encode(&mut plain);
+            trailer.encode(&mut plain[len..len + TRAILER_LEN]);
+            let sealed_len = lock(&path.session)
+                .seal(&plain[..len + TRAILER_LEN], &mut sealed)
+                .map(<[u8]>::len);
+            if let (Some(n), Some(to)) = (sealed_len, path.destination()) {
+                if path.socket.send_to(&sealed[..n], to).await.is_err() {
+                    path.counters.send_errors.bump();
+                }
+            }
+        }
+        for event in events {
+            log_path_event(&shared, event);
+        }
+        lock(&shared.receiver).set_hold_hint(hold);
+        let sleep_until = next.unwrap_or(now + WG_TICK).min(now + WG_TICK);
+        tokio::select! {
+            _ = tokio::time::sleep_until(sleep_until.into()) => {}
+            _ = shared.monitor_wake.notified() => {}
+        }
+    }
+}
+
+fn log_path_event(shared: &Shared, event: mptun_core::PathEvent) {
+    let path = event.path;
+    let endpoint = shared.paths[path.index()]
+        .endpoint()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    match event.state {
+        PathState::Up => info!(%path, %endpoint, "path up"),
+        PathState::Down => {
+            warn!(%path, %endpoint, silent_ms = (event.detail * 1000.0) as u64, "path down: probes unanswered")
+        }
+        PathState::SetAside => warn!(
+            %path,
+            loss_pct = format!("{:.2}", event.detail * 100.0),
+            "path set aside: losing packets while another path is clean; will retry"
+        ),
+        PathState::NoSession => warn!(%path, "path down: no WireGuard session"),
+        PathState::Unconfirmed => {}
     }
 }
 

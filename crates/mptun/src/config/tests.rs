@@ -56,7 +56,8 @@ fn valid_config_loads_with_defaults() {
         c.paths[1].endpoint,
         Some("198.51.100.2:51821".parse().unwrap())
     );
-    assert!(c.paths.iter().all(|p| p.weight == 1));
+    assert!(c.paths.iter().all(|p| p.weight.is_none()));
+    assert_eq!(c.interface.scheduler, Scheduler::Adaptive);
 }
 
 #[test]

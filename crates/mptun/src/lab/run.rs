@@ -192,7 +192,11 @@ pub fn run(options: &LabOptions) -> anyhow::Result<LabReport> {
 
     // mptun.
     say("mptun: starting both sites...");
-    let sites = Sites::start(exe, &topo, &SiteLayout::all_paths(&topo))?;
+    let mut layout = SiteLayout::all_paths(&topo);
+    if let Some(scheduler) = &scenario.scheduler {
+        layout.extra_interface = format!("scheduler = {scheduler:?}");
+    }
+    let sites = Sites::start(exe, &topo, &layout)?;
     let idle_tunnel = ping(&ns_a, TUNNEL_B, 20)?;
     let idle_best = ping(&ns_a, &topo.addr_b(best + 1).to_string(), 20)?;
     let a_before = sites.status(Site::A)?;

@@ -15,6 +15,9 @@ pub struct Scenario {
     /// Congestion control of the inner TCP: "cubic" or "bbr".
     #[serde(default = "default_cc")]
     pub congestion_control: String,
+    /// mptun's scheduler on both sites: "adaptive" (default) or
+    /// "round-robin", to compare the two.
+    pub scheduler: Option<String>,
     /// The emulated paths, at least one.
     pub path: Vec<PathSpec>,
     /// Changes during the measured flow.

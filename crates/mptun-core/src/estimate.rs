@@ -1,0 +1,219 @@
+//! Small filters the path monitor is built from. Values are plain numbers
+//! (µs, bytes per second); time is passed in.
+
+use std::time::{Duration, Instant};
+
+/// Smoothed round-trip time and its variation, as TCP keeps them (RFC 6298).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RttEstimator {
+    srtt_us: Option<f64>,
+    rttvar_us: f64,
+}
+
+impl RttEstimator {
+    /// Take one sample.
+    pub fn update(&mut self, sample_us: f64) {
+        match self.srtt_us {
+            None => {
+                self.srtt_us = Some(sample_us);
+                self.rttvar_us = sample_us / 2.0;
+            }
+            Some(srtt) => {
+                self.rttvar_us = 0.75 * self.rttvar_us + 0.25 * (srtt - sample_us).abs();
+                self.srtt_us = Some(0.875 * srtt + 0.125 * sample_us);
+            }
+        }
+    }
+
+    /// Return the smoothed RTT, if any sample came in.
+    pub fn srtt_us(&self) -> Option<f64> {
+        self.srtt_us
+    }
+
+    /// Return the RTT's mean deviation.
+    pub fn rttvar_us(&self) -> f64 {
+        self.rttvar_us
+    }
+}
+
+/// A one-way delay as seen across two unsynchronised clocks: its minimum over
+/// a sliding window (the propagation delay, plus the clock offset), its
+/// smoothed value (which adds queueing) and the mean deviation of samples
+/// (jitter).
+#[derive(Clone, Copy, Debug)]
+pub struct DelayTracker {
+    window: Duration,
+    /// Minimum of the current and the previous window; the window slides by
+    /// halves, so the minimum is never older than `window`.
+    current: Option<(Instant, i64)>,
+    previous: Option<i64>,
+    smoothed: Option<f64>,
+    latest: Option<i64>,
+    jitter: f64,
+}
+
+impl DelayTracker {
+    /// Create a tracker whose minimum forgets samples older than `window`.
+    pub fn new(window: Duration) -> Self {
+        DelayTracker {
+            window,
+            current: None,
+            previous: None,
+            smoothed: None,
+            latest: None,
+            jitter: 0.0,
+        }
+    }
+
+    /// Take one sample (µs, with an unknown constant offset).
+    pub fn update(&mut self, now: Instant, sample: i64) {
+        match self.current {
+            Some((start, _)) if now.saturating_duration_since(start) >= self.window / 2 => {
+                self.previous = self.current.map(|(_, m)| m);
+                self.current = Some((now, sample));
+            }
+            Some((start, m)) => self.current = Some((start, m.min(sample))),
+            None => self.current = Some((now, sample)),
+        }
+        self.latest = Some(sample);
+        let s = sample as f64;
+        match self.smoothed {
+            None => self.smoothed = Some(s),
+            Some(avg) => {
+                self.jitter = 0.875 * self.jitter + 0.125 * (s - avg).abs();
+                self.smoothed = Some(0.875 * avg + 0.125 * s);
+            }
+        }
+    }
+
+    /// Forget everything (the peer restarted: its clock changed).
+    pub fn reset(&mut self) {
+        *self = DelayTracker::new(self.window);
+    }
+
+    /// Return the windowed minimum.
+    pub fn min(&self) -> Option<i64> {
+        let current = self.current.map(|(_, m)| m)?;
+        Some(self.previous.map_or(current, |p| p.min(current)))
+    }
+
+    /// Return the smoothed value.
+    pub fn smoothed(&self) -> Option<f64> {
+        self.smoothed
+    }
+
+    /// Return the mean deviation of samples from the smoothed value.
+    pub fn jitter(&self) -> f64 {
+        self.jitter
+    }
+
+    /// Return the latest sample above the minimum: queueing delay now, µs.
+    pub fn latest_queueing(&self) -> f64 {
+        match (self.latest, self.min()) {
+            (Some(l), Some(m)) => (l - m).max(0) as f64,
+            _ => 0.0,
+        }
+    }
+
+    /// Return the smoothed value above the minimum: queueing delay, µs.
+    pub fn queueing(&self) -> f64 {
+        match (self.smoothed, self.min()) {
+            (Some(s), Some(m)) => (s - m as f64).max(0.0),
+            _ => 0.0,
+        }
+    }
+}
+
+/// The largest sample over a sliding time window (a delivery rate's
+/// bottleneck estimate, as BBR keeps one).
+#[derive(Clone, Debug)]
+pub struct WindowedMax {
+    window: Duration,
+    samples: std::collections::VecDeque<(Instant, f64)>,
+}
+
+impl WindowedMax {
+    /// Create a filter that forgets samples older than `window`.
+    pub fn new(window: Duration) -> Self {
+        WindowedMax {
+            window,
+            samples: std::collections::VecDeque::new(),
+        }
+    }
+
+    /// Take one sample.
+    pub fn update(&mut self, now: Instant, value: f64) {
+        // Samples smaller than a newer one can never be the maximum again.
+        while self.samples.back().is_some_and(|&(_, v)| v <= value) {
+            self.samples.pop_back();
+        }
+        self.samples.push_back((now, value));
+        while self
+            .samples
+            .front()
+            .is_some_and(|&(t, _)| now.saturating_duration_since(t) > self.window)
+        {
+            self.samples.pop_front();
+        }
+    }
+
+    /// Return the maximum, if any sample is in the window.
+    pub fn get(&self) -> Option<f64> {
+        self.samples.front().map(|&(_, v)| v)
+    }
+
+    /// Forget everything.
+    pub fn reset(&mut self) {
+        self.samples.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rtt_converges_and_tracks_variation() {
+        let mut rtt = RttEstimator::default();
+        for _ in 0..100 {
+            rtt.update(10_000.0);
+        }
+        assert!((rtt.srtt_us().unwrap() - 10_000.0).abs() < 1.0);
+        assert!(rtt.rttvar_us() < 10.0);
+        for i in 0..100 {
+            rtt.update(if i % 2 == 0 { 8_000.0 } else { 12_000.0 });
+        }
+        assert!(rtt.rttvar_us() > 1_000.0);
+    }
+
+    #[test]
+    fn delay_minimum_slides_and_queueing_is_above_it() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let mut d = DelayTracker::new(Duration::from_secs(2));
+        d.update(at(0), 5_000);
+        for ms in 1..100 {
+            d.update(at(ms * 10), 9_000);
+        }
+        assert_eq!(d.min(), Some(5_000));
+        assert!(d.queueing() > 3_000.0);
+        // Two windows later the old minimum is gone.
+        for ms in 100..400 {
+            d.update(at(ms * 10), 9_000);
+        }
+        assert_eq!(d.min(), Some(9_000));
+        assert!(d.queueing() < 1.0);
+    }
+
+    #[test]
+    fn windowed_max_forgets_old_peaks() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let mut m = WindowedMax::new(Duration::from_secs(1));
+        m.update(at(0), 100.0);
+        m.update(at(100), 50.0);
+        assert_eq!(m.get(), Some(100.0));
+        m.update(at(1200), 60.0);
+        assert_eq!(m.get(), Some(60.0));
+    }
+}

@@ -1,0 +1,777 @@
+//! The adaptive send side and the path monitor: probes, per-path estimates,
+//! failover, and the earliest-arrival scheduler.
+//!
+//! Every path is probed (10 probes/s when idle, 20/s while it carries data);
+//! each probe echoes the peer's last probe on that path and reports what this
+//! side received there. From the echoes the sender learns, per path and for
+//! its own direction: round-trip time, one-way delay relative to the other
+//! paths (base and queueing), delivery rate and loss. From the peer's probes
+//! the receiver learns the delay spread of the paths towards it, which sets
+//! how long a gap is worth waiting for.
+//!
+//! Each data packet goes to the path on which it is expected to arrive
+//! soonest: relative one-way delay, plus what is queued on that path at its
+//! measured rate. A path whose echoes stop is down within
+//! [`DOWN_AFTER_MAX`]; one losing packets while another is clean is set aside
+//! and retried later.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use crate::control::Probe;
+use crate::estimate::{DelayTracker, RttEstimator, WindowedMax};
+use crate::path::{PathId, PathSet};
+use crate::scheduler::WeightedRoundRobin;
+use crate::seq::Seq;
+use crate::wire::{Kind, Trailer};
+
+/// Probe interval of a path that carries no data.
+pub const PROBE_IDLE: Duration = Duration::from_millis(100);
+/// Probe interval of a path that carries data.
+pub const PROBE_BUSY: Duration = Duration::from_millis(50);
+/// Shortest silence (no new echo) after which a path is down.
+pub const DOWN_AFTER_MIN: Duration = Duration::from_millis(150);
+/// Longest: a dead path is down within this, whatever its RTT.
+pub const DOWN_AFTER_MAX: Duration = Duration::from_millis(290);
+/// A path that has sent data this recently is busy.
+const BUSY_WINDOW: Duration = Duration::from_millis(100);
+/// Loss above which a path is set aside while another is clean.
+const LOSS_SET_ASIDE: f64 = 0.005;
+/// Loss below which a path counts as clean.
+const LOSS_CLEAN: f64 = 0.002;
+/// Packets a path must have carried before its loss is judged.
+const LOSS_MIN_PACKETS: u64 = 2000;
+/// Time a path must have been up before its loss is judged: the first
+/// moments of a flow overrun paths whose rate is not known yet, and those
+/// drops are no verdict on the path.
+const LOSS_SETTLE: Duration = Duration::from_secs(2);
+/// First time a lossy path is set aside; doubles each time, up to the max.
+const ASIDE_FIRST: Duration = Duration::from_secs(10);
+const ASIDE_MAX: Duration = Duration::from_secs(300);
+/// Rate assumed for a path before it has been measured: 100 Mbit/s.
+const INITIAL_RATE: f64 = 12.5e6;
+/// Queueing delay above which losses are put down to congestion.
+const CONGESTED_US: f64 = 10_000.0;
+/// Queueing delay above which a path's delivery rate is its capacity.
+const QUEUED_US: f64 = 1000.0;
+/// Headroom over the measured delivery rate, so a path's share can grow
+/// when it has capacity to spare (as BBR's probing gain).
+const RATE_GAIN: f64 = 1.25;
+/// How long rate maxima are remembered.
+const FILTER_WINDOW: Duration = Duration::from_secs(10);
+/// How long delay minima are remembered: long, because a path kept busy
+/// never shows its empty-queue delay, and a minimum that rose with the
+/// standing queue would make the other paths look closer than they are.
+const BASE_DELAY_WINDOW: Duration = Duration::from_secs(120);
+/// Floor of the receiver's adaptive hold time.
+const HOLD_FLOOR: Duration = Duration::from_millis(2);
+
+/// How the sender picks paths.
+#[derive(Clone, Debug)]
+pub enum Policy {
+    /// Earliest expected arrival; `caps` (shares summing to 1) limit paths.
+    Adaptive {
+        /// Optional maximum share of bytes per path.
+        caps: Option<Vec<f64>>,
+    },
+    /// Static weighted round-robin.
+    RoundRobin(WeightedRoundRobin),
+}
+
+impl Policy {
+    /// Adaptive, with caps from weights if any are given.
+    pub fn adaptive(weights: Option<&[u32]>) -> Policy {
+        let caps = weights.map(|w| {
+            let total: u32 = w.iter().sum();
+            w.iter()
+                .map(|&x| f64::from(x) / f64::from(total.max(1)))
+                .collect()
+        });
+        Policy::Adaptive { caps }
+    }
+}
+
+/// Whether a path can carry data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PathState {
+    /// No WireGuard session.
+    NoSession,
+    /// Session up, no probe echoed yet: usable, on trust.
+    Unconfirmed,
+    /// Echoes arriving.
+    Up,
+    /// No echo for too long.
+    Down,
+    /// Up, but losing packets while another path is clean; retried later.
+    SetAside,
+}
+
+/// A change worth logging, once.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PathEvent {
+    /// Which path.
+    pub path: PathId,
+    /// Its new state.
+    pub state: PathState,
+    /// Loss that set it aside, or silence that took it down, or 0.
+    pub detail: f64,
+}
+
+/// What the monitor knows of one path, for status output.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PathEstimate {
+    /// Smoothed RTT, ms.
+    pub srtt_ms: Option<f64>,
+    /// Our one-way delay above the fastest path's, ms (base, no queue).
+    pub owd_rel_ms: Option<f64>,
+    /// Queueing delay measured on our direction, ms.
+    pub queue_ms: f64,
+    /// The scheduler's model of that queue, ms, as of the last packet.
+    pub model_queue_ms: f64,
+    /// Delivery rate (windowed max), Mbit/s.
+    pub rate_mbps: Option<f64>,
+    /// Loss of our data on this path, smoothed, as a fraction.
+    pub loss: f64,
+    /// The peer's one-way delay towards us, above its fastest path's, ms.
+    pub owd_in_rel_ms: Option<f64>,
+    /// Jitter of the peer's one-way delay towards us, ms.
+    pub jitter_in_ms: f64,
+}
+
+#[derive(Clone, Copy)]
+struct PeerProbe {
+    number: u32,
+    sent_us: u64,
+    arrived_us: u64,
+}
+
+#[derive(Clone, Copy)]
+struct Feedback {
+    peer_sent_us: u64,
+    rx_packets: u64,
+    rx_bytes: u64,
+    rx_highest: Seq,
+}
+
+struct PathMonitor {
+    state: PathState,
+    session_since: Option<Instant>,
+    // Probing.
+    probes_sent: u32,
+    next_probe: Option<Instant>,
+    last_data_sent: Option<Instant>,
+    // Our direction, from echoes.
+    rtt: RttEstimator,
+    owd_out: DelayTracker,
+    /// Delivery rates measured while the path had a queue: its capacity.
+    rate: WindowedMax,
+    /// The highest delivery rate measured without a queue (what was sent);
+    /// raises the estimate when the path carries more than it was credited.
+    rate_unqueued: WindowedMax,
+    loss: f64,
+    judged_packets: u64,
+    last_echo_number: u32,
+    last_echo: Option<Instant>,
+    last_feedback: Option<Feedback>,
+    aside_until: Option<Instant>,
+    aside_for: Duration,
+    // Virtual queue at the path's bottleneck, drained at its rate.
+    queue_bytes: f64,
+    queue_at: Option<Instant>,
+    sent_share: f64,
+    // The peer's direction, from its probes.
+    peer_epoch: Option<u32>,
+    peer_probe: Option<PeerProbe>,
+    owd_in: DelayTracker,
+    last_peer_probe: Option<Instant>,
+    // What we received here, reported in our probes.
+    rx_packets: u64,
+    rx_bytes: u64,
+    rx_highest: Option<Seq>,
+}
+
+impl PathMonitor {
+    fn new() -> Self {
+        PathMonitor {
+            state: PathState::NoSession,
+            session_since: None,
+            probes_sent: 0,
+            next_probe: None,
+            last_data_sent: None,
+            rtt: RttEstimator::default(),
+            owd_out: DelayTracker::new(BASE_DELAY_WINDOW),
+            rate: WindowedMax::new(FILTER_WINDOW),
+            rate_unqueued: WindowedMax::new(FILTER_WINDOW),
+            loss: 0.0,
+            judged_packets: 0,
+            last_echo_number: 0,
+            last_echo: None,
+            last_feedback: None,
+            aside_until: None,
+            aside_for: ASIDE_FIRST,
+            queue_bytes: 0.0,
+            queue_at: None,
+            sent_share: 0.0,
+            peer_epoch: None,
+            peer_probe: None,
+            owd_in: DelayTracker::new(BASE_DELAY_WINDOW),
+            last_peer_probe: None,
+            rx_packets: 0,
+            rx_bytes: 0,
+            rx_highest: None,
+        }
+    }
+
+    fn can_carry(&self) -> bool {
+        matches!(self.state, PathState::Up | PathState::Unconfirmed)
+    }
+
+    fn busy(&self, now: Instant) -> bool {
+        self.last_data_sent
+            .is_some_and(|t| now.saturating_duration_since(t) < BUSY_WINDOW)
+    }
+
+    /// How long without a new echo before the path is down. The peer
+    /// echoes our latest probe in its own, on its own schedule, so between
+    /// two fresh echoes up to two idle intervals pass (when its probe leaves
+    /// just before ours arrives), plus the round trip and its variation.
+    fn down_after(&self) -> Duration {
+        let rtt = 2.0 * self.rtt.srtt_us().unwrap_or(0.0) + 4.0 * self.rtt.rttvar_us();
+        (2 * PROBE_IDLE + Duration::from_millis(20) + Duration::from_micros(rtt as u64))
+            .clamp(DOWN_AFTER_MIN, DOWN_AFTER_MAX)
+    }
+
+    /// Return the path's estimated capacity, bytes per second. A delivery
+    /// rate says what the path carried, which is its capacity only when a
+    /// queue stood at the bottleneck; otherwise it is a lower bound.
+    fn capacity(&self) -> f64 {
+        let unqueued = self.rate_unqueued.get().unwrap_or(0.0);
+        self.rate.get().unwrap_or(INITIAL_RATE).max(unqueued)
+    }
+
+    /// Bytes per microsecond the scheduler assumes the path drains: its
+    /// capacity where that was measured, else a little more than it has
+    /// carried so far, so that its share can grow until a queue shows.
+    fn rate_bytes_per_us(&self) -> f64 {
+        let gain = if self.rate.get().is_some() {
+            1.0
+        } else {
+            RATE_GAIN
+        };
+        self.capacity() * gain / 1e6
+    }
+
+    fn drain_queue(&mut self, now: Instant) {
+        if let Some(at) = self.queue_at {
+            let elapsed = now.saturating_duration_since(at).as_micros() as f64;
+            self.queue_bytes = (self.queue_bytes - elapsed * self.rate_bytes_per_us()).max(0.0);
+        }
+        self.queue_at = Some(now);
+    }
+}
+
+/// The sender's numbering, the path monitor and the scheduling policy of one
+/// tunnel.
+pub struct Multipath {
+    origin: Instant,
+    epoch: u32,
+    next_seq: Seq,
+    path_seq: Vec<Seq>,
+    paths: Vec<PathMonitor>,
+    policy: Policy,
+    events: VecDeque<PathEvent>,
+}
+
+impl Multipath {
+    /// Create the state for `paths` paths at time `now`, for a run
+    /// identified by `epoch`.
+    pub fn new(now: Instant, epoch: u32, paths: usize, policy: Policy) -> Self {
+        Multipath {
+            origin: now,
+            epoch,
+            next_seq: Seq(0),
+            path_seq: vec![Seq(0); paths],
+            paths: (0..paths).map(|_| PathMonitor::new()).collect(),
+            policy,
+            events: VecDeque::new(),
+        }
+    }
+
+    /// Return this run's epoch.
+    pub fn epoch(&self) -> u32 {
+        self.epoch
+    }
+
+    fn micros(&self, now: Instant) -> u64 {
+        now.saturating_duration_since(self.origin).as_micros() as u64
+    }
+
+    fn set_state(&mut self, path: usize, state: PathState, detail: f64) {
+        let p = &mut self.paths[path];
+        if p.state != state {
+            p.state = state;
+            // Unconfirmed is a passing state, not news.
+            if state != PathState::Unconfirmed {
+                self.events.push_back(PathEvent {
+                    path: PathId(path as u8),
+                    state,
+                    detail,
+                });
+            }
+        }
+    }
+
+    /// Tell whether the path's WireGuard session is established.
+    pub fn set_session(&mut self, now: Instant, path: PathId, established: bool) {
+        let i = path.index();
+        let Some(p) = self.paths.get_mut(i) else {
+            return;
+        };
+        match (established, p.state) {
+            (true, PathState::NoSession) => {
+                p.session_since = Some(now);
+                p.last_echo = None;
+                p.next_probe = Some(now);
+                self.set_state(i, PathState::Unconfirmed, 0.0);
+            }
+            (false, PathState::NoSession) | (true, _) => {}
+            (false, _) => {
+                p.session_since = None;
+                p.next_probe = None;
+                self.set_state(i, PathState::NoSession, 0.0);
+            }
+        }
+    }
+
+    /// Return the state of a path.
+    pub fn state(&self, path: PathId) -> PathState {
+        self.paths
+            .get(path.index())
+            .map_or(PathState::NoSession, |p| p.state)
+    }
+
+    /// Return whether a path has a session but has been down long enough
+    /// that a fresh WireGuard handshake is worth trying (the peer may have
+    /// restarted and lost its session).
+    pub fn wants_handshake(&self, now: Instant, path: PathId) -> bool {
+        self.paths.get(path.index()).is_some_and(|p| {
+            p.state == PathState::Down
+                && p.last_echo
+                    .or(p.session_since)
+                    .is_some_and(|t| now.saturating_duration_since(t) > Duration::from_secs(1))
+        })
+    }
+
+    /// Return the paths data may use now.
+    pub fn paths_in_use(&self) -> PathSet {
+        let mut set = PathSet::default();
+        for (i, p) in self.paths.iter().enumerate() {
+            if p.can_carry() {
+                set.insert(PathId(i as u8));
+            }
+        }
+        if set == PathSet::default() {
+            // Nothing better: a lossy path beats none.
+            for (i, p) in self.paths.iter().enumerate() {
+                if p.state == PathState::SetAside {
+                    set.insert(PathId(i as u8));
+                }
+            }
+        }
+        set
+    }
+
+    /// Return the paths that carried data recently enough that a packet may
+    /// still be in flight on them behind later ones on other paths: within
+    /// one and a half of the largest round trip of any path (with its
+    /// variation), which bounds the delay spread, plus 10 ms.
+    fn recently_used(&self, now: Instant) -> PathSet {
+        let max_rtt = self
+            .paths
+            .iter()
+            .filter_map(|p| Some(p.rtt.srtt_us()? + 4.0 * p.rtt.rttvar_us()))
+            .fold(0.0, f64::max);
+        let window = Duration::from_micros((1.5 * max_rtt) as u64) + Duration::from_millis(10);
+        let mut set = PathSet::default();
+        for (i, p) in self.paths.iter().enumerate() {
+            if p.last_data_sent
+                .is_some_and(|t| now.saturating_duration_since(t) < window)
+            {
+                set.insert(PathId(i as u8));
+            }
+        }
+        set
+    }
+
+    /// Pick the path for a data packet of `len` bytes and number it; `None`
+    /// when no path can carry it.
+    pub fn handle_outbound(&mut self, now: Instant, len: usize) -> Option<(PathId, Trailer)> {
+        let in_use = self.paths_in_use();
+        let path = match &mut self.policy {
+            Policy::RoundRobin(rr) => rr.pick(|p| in_use.contains(p))?,
+            Policy::Adaptive { caps } => {
+                let caps = caps.clone();
+                self.earliest_arrival(now, len, in_use, caps.as_deref())?
+            }
+        };
+        let i = path.index();
+        // The receiver waits for gaps only on paths that may still deliver
+        // them: those that carried data lately, and this one. A path that is
+        // eligible but idle would otherwise hold up every loss release.
+        let mut carrying = self.recently_used(now);
+        carrying.insert(path);
+        let trailer = Trailer {
+            seq: self.next_seq,
+            path_seq: self.path_seq[i],
+            epoch: self.epoch,
+            paths_in_use: carrying,
+            kind: Kind::Data,
+        };
+        self.next_seq = self.next_seq.next();
+        self.path_seq[i] = self.path_seq[i].next();
+        let p = &mut self.paths[i];
+        p.drain_queue(now);
+        p.queue_bytes += len as f64;
+        if !p.busy(now) {
+            // Becoming busy: probe sooner, to notice a failure sooner.
+            p.next_probe = p.next_probe.map(|t| t.min(now + PROBE_BUSY));
+        }
+        p.last_data_sent = Some(now);
+        // Shares decay per packet: about the last 1000 packets count.
+        for (j, q) in self.paths.iter_mut().enumerate() {
+            q.sent_share = q.sent_share * 0.999 + if j == i { 0.001 } else { 0.0 };
+        }
+        Some((path, trailer))
+    }
+
+    fn earliest_arrival(
+        &mut self,
+        now: Instant,
+        len: usize,
+        in_use: PathSet,
+        caps: Option<&[f64]>,
+    ) -> Option<PathId> {
+        let base_min = in_use
+            .iter()
+            .filter_map(|p| self.paths[p.index()].owd_out.min())
+            .min();
+        let mut best: Option<(f64, PathId)> = None;
+        let mut capped_fallback: Option<(f64, PathId)> = None;
+        for path in in_use.iter() {
+            let p = &mut self.paths[path.index()];
+            p.drain_queue(now);
+            let rate = p.rate_bytes_per_us();
+            let base = match (p.owd_out.min(), base_min) {
+                (Some(b), Some(m)) => (b - m) as f64,
+                _ => 0.0,
+            };
+            let queue = p.queue_bytes / rate;
+            let arrival = base + queue + len as f64 / rate;
+            let over_cap =
+                caps.is_some_and(|c| c.get(path.index()).is_some_and(|&cap| p.sent_share > cap));
+            let slot = if over_cap {
+                &mut capped_fallback
+            } else {
+                &mut best
+            };
+            if slot.is_none_or(|(a, _)| arrival < a) {
+                *slot = Some((arrival, path));
+            }
+        }
+        best.or(capped_fallback).map(|(_, p)| p)
+    }
+
+    /// Count a data packet received on `path` (reported back in our probes).
+    pub fn handle_data_received(&mut self, path: PathId, trailer: &Trailer, len: usize) {
+        let Some(p) = self.paths.get_mut(path.index()) else {
+            return;
+        };
+        if p.peer_epoch.is_some_and(|e| e != trailer.epoch) {
+            // Data from a restarted peer before its first probe: start over.
+            p.rx_packets = 0;
+            p.rx_bytes = 0;
+            p.rx_highest = None;
+            p.peer_epoch = Some(trailer.epoch);
+            p.peer_probe = None;
+        }
+        p.rx_packets += 1;
+        p.rx_bytes += len as u64;
+        if p.rx_highest.is_none_or(|h| h.is_before(trailer.path_seq)) {
+            p.rx_highest = Some(trailer.path_seq);
+        }
+    }
+
+    /// Take in a probe the peer sent on `path`, with the epoch of its trailer.
+    pub fn handle_probe(&mut self, now: Instant, path: PathId, epoch: u32, probe: &Probe) {
+        let i = path.index();
+        let now_us = self.micros(now);
+        let Some(p) = self.paths.get_mut(i) else {
+            return;
+        };
+        if p.peer_epoch != Some(epoch) {
+            // A new peer run: its clock, numbers and counters start over.
+            if p.peer_epoch.is_some() {
+                p.rx_packets = 0;
+                p.rx_bytes = 0;
+                p.rx_highest = None;
+            }
+            p.peer_epoch = Some(epoch);
+            p.peer_probe = None;
+            p.owd_in.reset();
+            p.owd_out.reset();
+            p.last_feedback = None;
+            p.last_echo_number = 0;
+        }
+        if p.peer_probe.is_some_and(|old| old.number >= probe.number) {
+            return; // reordered or replayed: nothing new
+        }
+        p.peer_probe = Some(PeerProbe {
+            number: probe.number,
+            sent_us: probe.sent_us,
+            arrived_us: now_us,
+        });
+        p.last_peer_probe = Some(now);
+        p.owd_in.update(now, now_us as i64 - probe.sent_us as i64);
+
+        // The echo: proof that our direction works, and a round trip.
+        let fresh_echo =
+            probe.echo_number > p.last_echo_number && probe.echo_number <= p.probes_sent;
+        if fresh_echo {
+            p.last_echo_number = probe.echo_number;
+            p.last_echo = Some(now);
+            let waited = probe.sent_us.saturating_sub(probe.echo_arrived_us);
+            let rtt = now_us
+                .saturating_sub(probe.echo_sent_us)
+                .saturating_sub(waited);
+            p.rtt.update(rtt as f64);
+            p.owd_out.update(
+                now,
+                probe.echo_arrived_us as i64 - probe.echo_sent_us as i64,
+            );
+            // The queue the probe met is real; the model may only have
+            // underestimated it (what was sent since is in the model too).
+            p.drain_queue(now);
+            let measured = p.owd_out.latest_queueing() * p.rate_bytes_per_us();
+            p.queue_bytes = p.queue_bytes.max(measured);
+        }
+
+        // What the peer received of our data: delivery rate and loss.
+        let fb = Feedback {
+            peer_sent_us: probe.sent_us,
+            rx_packets: probe.rx_packets,
+            rx_bytes: probe.rx_bytes,
+            rx_highest: probe.rx_highest_path_seq,
+        };
+        if let Some(last) = p.last_feedback {
+            let dt = fb.peer_sent_us.saturating_sub(last.peer_sent_us);
+            if fb.rx_bytes < last.rx_bytes || fb.rx_packets < last.rx_packets {
+                // Counters went back: the peer's receive state restarted.
+            } else if dt > 0 {
+                let bytes = fb.rx_bytes - last.rx_bytes;
+                if bytes > 0 {
+                    let rate = bytes as f64 * 1e6 / dt as f64;
+                    if p.owd_out.queueing() > QUEUED_US {
+                        p.rate.update(now, rate);
+                    } else {
+                        p.rate_unqueued.update(now, rate);
+                    }
+                }
+                let expected = fb.rx_highest.distance_from(last.rx_highest);
+                let got = (fb.rx_packets - last.rx_packets) as i64;
+                // Drops at a full queue are congestion, which the inner
+                // flow's own control handles; only loss without a standing
+                // queue says the path itself is bad. Without a fresh echo
+                // (our probe may have been dropped at that full queue) the
+                // queue is unknown, and the loss is not judged.
+                let queueing = p.owd_out.latest_queueing().max(p.owd_out.queueing());
+                let congested = !fresh_echo || queueing > CONGESTED_US;
+                let settled = p
+                    .session_since
+                    .is_some_and(|t| now.saturating_duration_since(t) >= LOSS_SETTLE);
+                if expected > 0 && !congested && settled {
+                    let lost = (expected - got).max(0) as f64;
+                    let w = expected as f64 / (expected as f64 + 2000.0);
+                    p.loss = p.loss * (1.0 - w) + (lost / expected as f64) * w;
+                    p.judged_packets += expected as u64;
+                }
+            }
+        }
+        p.last_feedback = Some(fb);
+
+        if matches!(p.state, PathState::Down | PathState::Unconfirmed) && p.last_echo == Some(now) {
+            self.set_state(i, PathState::Up, 0.0);
+        }
+        self.judge_loss(now, i);
+    }
+
+    fn judge_loss(&mut self, now: Instant, i: usize) {
+        let p = &self.paths[i];
+        if p.state != PathState::Up
+            || p.judged_packets < LOSS_MIN_PACKETS
+            || p.loss <= LOSS_SET_ASIDE
+        {
+            return;
+        }
+        let another_clean = self.paths.iter().enumerate().any(|(j, q)| {
+            j != i
+                && q.state == PathState::Up
+                && q.loss < LOSS_CLEAN
+                && q.judged_packets >= LOSS_MIN_PACKETS
+        });
+        if another_clean {
+            let loss = p.loss;
+            let p = &mut self.paths[i];
+            p.aside_until = Some(now + p.aside_for);
+            p.aside_for = (p.aside_for * 2).min(ASIDE_MAX);
+            self.set_state(i, PathState::SetAside, loss);
+        }
+    }
+
+    /// Return the next probe due by `now`, with its trailer; call until
+    /// `None`.
+    pub fn poll_probe(&mut self, now: Instant) -> Option<(PathId, Probe, Trailer)> {
+        let now_us = self.micros(now);
+        let in_use = self.paths_in_use();
+        let i = self
+            .paths
+            .iter()
+            .position(|p| p.next_probe.is_some_and(|t| t <= now))?;
+        let p = &mut self.paths[i];
+        p.probes_sent += 1;
+        let interval = if p.busy(now) { PROBE_BUSY } else { PROBE_IDLE };
+        p.next_probe = Some(now + interval);
+        let echo = p.peer_probe.unwrap_or(PeerProbe {
+            number: 0,
+            sent_us: 0,
+            arrived_us: 0,
+        });
+        let probe = Probe {
+            number: p.probes_sent,
+            sent_us: now_us,
+            echo_number: echo.number,
+            echo_sent_us: echo.sent_us,
+            echo_arrived_us: echo.arrived_us,
+            rx_packets: p.rx_packets,
+            rx_bytes: p.rx_bytes,
+            rx_highest_path_seq: p.rx_highest.unwrap_or(Seq(0)),
+        };
+        let trailer = Trailer {
+            seq: Seq(0),
+            path_seq: Seq(0),
+            epoch: self.epoch,
+            paths_in_use: in_use,
+            kind: Kind::Control,
+        };
+        Some((PathId(i as u8), probe, trailer))
+    }
+
+    /// Return when [`handle_timeout`](Self::handle_timeout) or
+    /// [`poll_probe`](Self::poll_probe) next has work.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.paths
+            .iter()
+            .flat_map(|p| {
+                let silence_from = p.last_echo.or(p.session_since);
+                let down_at = match p.state {
+                    PathState::Up | PathState::Unconfirmed | PathState::SetAside => {
+                        silence_from.map(|t| t + p.down_after())
+                    }
+                    _ => None,
+                };
+                [p.next_probe, down_at, p.aside_until]
+            })
+            .flatten()
+            .min()
+    }
+
+    /// Mark paths whose echoes stopped as down, and give set-aside paths
+    /// another chance when their time is up.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        for i in 0..self.paths.len() {
+            let p = &self.paths[i];
+            if p.aside_until.is_some_and(|t| t <= now) {
+                let p = &mut self.paths[i];
+                p.aside_until = None;
+                p.loss = 0.0;
+                p.judged_packets = 0;
+                if p.state == PathState::SetAside {
+                    self.set_state(i, PathState::Up, 0.0);
+                }
+            }
+            let p = &self.paths[i];
+            if !matches!(
+                p.state,
+                PathState::Up | PathState::Unconfirmed | PathState::SetAside
+            ) {
+                continue;
+            }
+            if let Some(since) = p.last_echo.or(p.session_since) {
+                let silent = now.saturating_duration_since(since);
+                if silent >= p.down_after() {
+                    let p = &mut self.paths[i];
+                    // What was queued there is lost; start the model empty.
+                    p.queue_bytes = 0.0;
+                    p.aside_until = None;
+                    self.set_state(i, PathState::Down, silent.as_secs_f64());
+                }
+            }
+        }
+    }
+
+    /// Return the next path state change, for logging.
+    pub fn poll_event(&mut self) -> Option<PathEvent> {
+        self.events.pop_front()
+    }
+
+    /// Return how long the receiver should wait for a gap: the spread of the
+    /// peer's one-way delays over the paths it is heard on, plus four times
+    /// their jitter and a small floor; `None` until two paths are measured.
+    pub fn hold_hint(&self, now: Instant) -> Option<Duration> {
+        let live: Vec<&PathMonitor> = self
+            .paths
+            .iter()
+            .filter(|p| {
+                p.last_peer_probe
+                    .is_some_and(|t| now.saturating_duration_since(t) < DOWN_AFTER_MAX)
+            })
+            .collect();
+        let delays: Vec<f64> = live.iter().filter_map(|p| p.owd_in.smoothed()).collect();
+        if delays.is_empty() {
+            return None;
+        }
+        let spread = delays.iter().copied().fold(f64::MIN, f64::max)
+            - delays.iter().copied().fold(f64::MAX, f64::min);
+        let jitter = live.iter().map(|p| p.owd_in.jitter()).fold(0.0, f64::max);
+        Some(Duration::from_micros((spread + 4.0 * jitter) as u64) + HOLD_FLOOR)
+    }
+
+    /// Return what is known of a path, for status output.
+    pub fn estimate(&self, path: PathId) -> PathEstimate {
+        let Some(p) = self.paths.get(path.index()) else {
+            return PathEstimate::default();
+        };
+        let rel = |tracker: &dyn Fn(&PathMonitor) -> Option<f64>| {
+            let own = tracker(p)?;
+            let min = self
+                .paths
+                .iter()
+                .filter_map(tracker)
+                .fold(f64::MAX, f64::min);
+            Some((own - min) / 1000.0)
+        };
+        PathEstimate {
+            srtt_ms: p.rtt.srtt_us().map(|r| r / 1000.0),
+            owd_rel_ms: rel(&|q: &PathMonitor| q.owd_out.min().map(|m| m as f64)),
+            queue_ms: p.owd_out.queueing() / 1000.0,
+            model_queue_ms: p.queue_bytes / p.rate_bytes_per_us() / 1000.0,
+            rate_mbps: (p.rate.get().is_some() || p.rate_unqueued.get().is_some())
+                .then(|| p.capacity() * 8.0 / 1e6),
+            loss: p.loss,
+            owd_in_rel_ms: rel(&|q: &PathMonitor| q.owd_in.smoothed()),
+            jitter_in_ms: p.owd_in.jitter() / 1000.0,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

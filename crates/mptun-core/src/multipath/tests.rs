@@ -1,0 +1,221 @@
+//! Two monitors exchanging probes over paths of fixed one-way delays, in
+//! virtual time.
+
+use super::*;
+
+const MS: Duration = Duration::from_millis(1);
+
+struct Pair {
+    t0: Instant,
+    a: Multipath,
+    b: Multipath,
+    /// One-way delay per path; `None` cuts the path.
+    delays: Vec<Option<Duration>>,
+    /// Probes in flight: arrival time, to-B?, path, probe, epoch.
+    wire: Vec<(Instant, bool, PathId, Probe, u32)>,
+}
+
+impl Pair {
+    fn new(delays_ms: &[u64]) -> Pair {
+        let t0 = Instant::now();
+        let n = delays_ms.len();
+        let mut a = Multipath::new(t0, 1, n, Policy::adaptive(None));
+        let mut b = Multipath::new(t0 + 3 * MS, 2, n, Policy::adaptive(None));
+        for i in 0..n {
+            a.set_session(t0, PathId(i as u8), true);
+            b.set_session(t0, PathId(i as u8), true);
+        }
+        Pair {
+            t0,
+            a,
+            b,
+            delays: delays_ms
+                .iter()
+                .map(|&d| Some(Duration::from_millis(d)))
+                .collect(),
+            wire: Vec::new(),
+        }
+    }
+
+    /// Run both sides' probes and timers until `until_ms`, 1 ms steps.
+    fn run(&mut self, from_ms: u64, until_ms: u64) {
+        for ms in from_ms..until_ms {
+            let now = self.t0 + Duration::from_millis(ms);
+            for to_b in [true, false] {
+                let side = if to_b { &mut self.a } else { &mut self.b };
+                side.handle_timeout(now);
+                while let Some((path, probe, trailer)) = side.poll_probe(now) {
+                    if let Some(d) = self.delays[path.index()] {
+                        self.wire.push((now + d, to_b, path, probe, trailer.epoch));
+                    }
+                }
+            }
+            let (due, later): (Vec<_>, Vec<_>) = self.wire.drain(..).partition(|w| w.0 <= now);
+            self.wire = later;
+            for (_, to_b, path, probe, epoch) in due {
+                let side = if to_b { &mut self.b } else { &mut self.a };
+                side.handle_probe(now, path, epoch, &probe);
+            }
+        }
+    }
+}
+
+#[test]
+fn probes_measure_rtt_and_relative_delay() {
+    let mut pair = Pair::new(&[5, 30]);
+    pair.run(0, 2000);
+    let fast = pair.a.estimate(PathId(0));
+    let slow = pair.a.estimate(PathId(1));
+    assert!((fast.srtt_ms.unwrap() - 10.0).abs() < 1.5, "{fast:?}");
+    assert!((slow.srtt_ms.unwrap() - 60.0).abs() < 1.5, "{slow:?}");
+    assert!(fast.owd_rel_ms.unwrap().abs() < 0.5, "{fast:?}");
+    assert!((slow.owd_rel_ms.unwrap() - 25.0).abs() < 0.5, "{slow:?}");
+    assert!((slow.owd_in_rel_ms.unwrap() - 25.0).abs() < 0.5, "{slow:?}");
+    assert_eq!(pair.a.state(PathId(0)), PathState::Up);
+    assert_eq!(pair.b.state(PathId(1)), PathState::Up);
+    // The receiver waits for a gap about as long as the delay spread.
+    let hold = pair.b.hold_hint(pair.t0 + 2000 * MS).unwrap();
+    assert!(hold >= 25 * MS && hold <= 30 * MS, "{hold:?}");
+}
+
+#[test]
+fn idle_paths_cost_at_most_ten_probes_a_second() {
+    let mut pair = Pair::new(&[5, 5, 5]);
+    let mut sent = 0;
+    for ms in 0..10_000u64 {
+        let now = pair.t0 + Duration::from_millis(ms);
+        pair.a.handle_timeout(now);
+        while pair.a.poll_probe(now).is_some() {
+            sent += 1;
+        }
+    }
+    assert!(sent <= 3 * 10 * 10 + 3, "{sent} probes in 10 s on 3 paths");
+}
+
+#[test]
+fn a_cut_path_is_down_within_300_ms_and_back_when_restored() {
+    let mut pair = Pair::new(&[5, 30]);
+    pair.run(0, 1000);
+    while pair.a.poll_event().is_some() {}
+    pair.delays[1] = None;
+    let cut = 1000;
+    let mut down_at = None;
+    for ms in cut..cut + 1000 {
+        pair.run(ms, ms + 1);
+        if down_at.is_none() && pair.a.state(PathId(1)) == PathState::Down {
+            down_at = Some(ms - cut);
+        }
+    }
+    let down_after = down_at.expect("never marked down");
+    assert!(down_after <= 300, "down after {down_after} ms");
+    assert_eq!(
+        pair.a.state(PathId(0)),
+        PathState::Up,
+        "the good path stays up"
+    );
+    let event = pair.a.poll_event().expect("a down event");
+    assert_eq!((event.path, event.state), (PathId(1), PathState::Down));
+    assert!(pair.a.poll_event().is_none(), "logged once");
+
+    pair.delays[1] = Some(30 * MS);
+    pair.run(2000, 2500);
+    assert_eq!(pair.a.state(PathId(1)), PathState::Up);
+}
+
+#[test]
+fn light_load_takes_the_fast_path_and_heavy_load_spills_over() {
+    let mut pair = Pair::new(&[5, 30]);
+    pair.run(0, 1000);
+    let now = pair.t0 + 1000 * MS;
+    // A trickle: 10 packets spaced 10 ms apart all go the fast way.
+    for k in 0..10u32 {
+        let (path, _) = pair.a.handle_outbound(now + k * 10 * MS, 1400).unwrap();
+        assert_eq!(path, PathId(0));
+    }
+    // A burst of 2000 packets at once: the fast path's queue passes 25 ms
+    // (100 Mbit/s assumed: ~220 packets), then the slow path is earlier.
+    let later = now + 200 * MS;
+    let slow = (0..2000)
+        .filter(|_| pair.a.handle_outbound(later, 1400).unwrap().0 == PathId(1))
+        .count();
+    assert!(slow > 500 && slow < 1000, "{slow} of 2000 on the slow path");
+}
+
+#[test]
+fn numbering_is_global_and_per_path() {
+    let mut pair = Pair::new(&[5, 5]);
+    pair.run(0, 500);
+    let now = pair.t0 + 500 * MS;
+    let mut per_path = [0u32; 2];
+    for seq in 0..100 {
+        let (path, t) = pair.a.handle_outbound(now, 1400).unwrap();
+        assert_eq!(t.seq, Seq(seq));
+        assert_eq!(t.path_seq, Seq(per_path[path.index()]));
+        // The receiver is told which paths may still deliver: the one this
+        // packet takes and those used lately.
+        assert!(t.paths_in_use.contains(path));
+        if per_path.iter().all(|&n| n > 0) {
+            assert_eq!(t.paths_in_use, PathSet(0b11));
+        }
+        per_path[path.index()] += 1;
+    }
+    assert!(per_path[0] > 20 && per_path[1] > 20, "{per_path:?}");
+}
+
+#[test]
+fn a_fresh_path_comes_up_once_without_flapping() {
+    let mut pair = Pair::new(&[1, 1]);
+    let mut events = Vec::new();
+    for ms in 0..1000 {
+        pair.run(ms, ms + 1);
+        while let Some(e) = pair.a.poll_event() {
+            events.push((ms, e.path.0, e.state));
+        }
+    }
+    assert_eq!(
+        events,
+        vec![
+            (events[0].0, 0, PathState::Up),
+            (events[1].0, 1, PathState::Up)
+        ],
+        "{events:?}"
+    );
+}
+
+#[test]
+fn probe_clocks_drifting_apart_do_not_flap_a_path() {
+    // The peer's probes run 1% slow: now and then two of ours arrive between
+    // two of its probes, and an echo is 200 ms old. That is no failure.
+    let t0 = Instant::now();
+    let mut a = Multipath::new(t0, 1, 1, Policy::adaptive(None));
+    let mut b = Multipath::new(t0, 2, 1, Policy::adaptive(None));
+    a.set_session(t0, PathId(0), true);
+    b.set_session(t0, PathId(0), true);
+    let mut wire: Vec<(u64, bool, Probe)> = Vec::new();
+    for us in (0..20_000_000u64).step_by(100) {
+        let now_a = t0 + Duration::from_micros(us);
+        let now_b = t0 + Duration::from_micros(us * 100 / 101);
+        a.handle_timeout(now_a);
+        while let Some((_, probe, _)) = a.poll_probe(now_a) {
+            wire.push((us + 5_000, true, probe));
+        }
+        b.handle_timeout(now_b);
+        while let Some((_, probe, _)) = b.poll_probe(now_b) {
+            wire.push((us + 5_000, false, probe));
+        }
+        let (due, later): (Vec<_>, Vec<_>) = wire.drain(..).partition(|w| w.0 <= us);
+        wire = later;
+        for (_, to_b, probe) in due {
+            if to_b {
+                b.handle_probe(now_b, PathId(0), 1, &probe);
+            } else {
+                a.handle_probe(now_a, PathId(0), 2, &probe);
+            }
+        }
+    }
+    let mut events = Vec::new();
+    while let Some(e) = a.poll_event() {
+        events.push(e.state);
+    }
+    assert_eq!(events, vec![PathState::Up], "flapped: {events:?}");
+}
