@@ -30,7 +30,7 @@ pub const PROBE_IDLE: Duration = Duration::from_millis(100);
 /// Probe interval of a path that carries data.
 pub const PROBE_BUSY: Duration = Duration::from_millis(50);
 /// Shortest silence (no new echo) after which a path is down.
-pub const DOWN_AFTER_MIN: Duration = Duration::from_millis(150);
+pub const DOWN_AFTER_MIN: Duration = Duration::from_millis(120);
 /// Longest: a dead path is down within this, whatever its RTT.
 pub const DOWN_AFTER_MAX: Duration = Duration::from_millis(290);
 /// A path that has sent data this recently is busy.
@@ -40,11 +40,11 @@ const LOSS_SET_ASIDE: f64 = 0.005;
 /// Loss below which a path counts as clean.
 const LOSS_CLEAN: f64 = 0.002;
 /// Packets a path must have carried before its loss is judged.
-const LOSS_MIN_PACKETS: u64 = 2000;
+const LOSS_MIN_PACKETS: u64 = 1000;
 /// Time a path must have been up before its loss is judged: the first
 /// moments of a flow overrun paths whose rate is not known yet, and those
 /// drops are no verdict on the path.
-const LOSS_SETTLE: Duration = Duration::from_secs(2);
+const LOSS_SETTLE: Duration = Duration::from_secs(1);
 /// First time a lossy path is set aside; doubles each time, up to the max.
 const ASIDE_FIRST: Duration = Duration::from_secs(10);
 const ASIDE_MAX: Duration = Duration::from_secs(300);
@@ -175,6 +175,8 @@ struct PathMonitor {
     last_feedback: Option<Feedback>,
     aside_until: Option<Instant>,
     aside_for: Duration,
+    /// Our path sequence number when the path came back from down.
+    resumed_at: Option<Seq>,
     // Virtual queue at the path's bottleneck, drained at its rate.
     queue_bytes: f64,
     queue_at: Option<Instant>,
@@ -184,6 +186,8 @@ struct PathMonitor {
     peer_probe: Option<PeerProbe>,
     owd_in: DelayTracker,
     last_peer_probe: Option<Instant>,
+    /// How often the peer's probes arrive on this path (smoothed).
+    peer_interval: Option<Duration>,
     // What we received here, reported in our probes.
     rx_packets: u64,
     rx_bytes: u64,
@@ -209,6 +213,7 @@ impl PathMonitor {
             last_feedback: None,
             aside_until: None,
             aside_for: ASIDE_FIRST,
+            resumed_at: None,
             queue_bytes: 0.0,
             queue_at: None,
             sent_share: 0.0,
@@ -216,6 +221,7 @@ impl PathMonitor {
             peer_probe: None,
             owd_in: DelayTracker::new(BASE_DELAY_WINDOW),
             last_peer_probe: None,
+            peer_interval: None,
             rx_packets: 0,
             rx_bytes: 0,
             rx_highest: None,
@@ -233,11 +239,18 @@ impl PathMonitor {
 
     /// How long without a new echo before the path is down. The peer
     /// echoes our latest probe in its own, on its own schedule, so between
-    /// two fresh echoes up to two idle intervals pass (when its probe leaves
-    /// just before ours arrives), plus the round trip and its variation.
-    fn down_after(&self) -> Duration {
+    /// two fresh echoes pass up to one of our intervals and one of its (when
+    /// its probe leaves just before ours arrives), plus the round trip and
+    /// its variation.
+    fn down_after(&self, now: Instant) -> Duration {
+        let ours = if self.busy(now) {
+            PROBE_BUSY
+        } else {
+            PROBE_IDLE
+        };
+        let theirs = self.peer_interval.unwrap_or(PROBE_IDLE).min(PROBE_IDLE);
         let rtt = 2.0 * self.rtt.srtt_us().unwrap_or(0.0) + 4.0 * self.rtt.rttvar_us();
-        (2 * PROBE_IDLE + Duration::from_millis(20) + Duration::from_micros(rtt as u64))
+        (ours + theirs + Duration::from_millis(20) + Duration::from_micros(rtt as u64))
             .clamp(DOWN_AFTER_MIN, DOWN_AFTER_MAX)
     }
 
@@ -381,22 +394,35 @@ impl Multipath {
         set
     }
 
-    /// Return the paths that carried data recently enough that a packet may
-    /// still be in flight on them behind later ones on other paths: within
-    /// one and a half of the largest round trip of any path (with its
-    /// variation), which bounds the delay spread, plus 10 ms.
+    /// Return the paths on which a packet sent earlier may still arrive
+    /// after one sent now: path p is in the set while less time has passed
+    /// since it last carried data than its delay above the fastest path
+    /// (base plus queue, modelled or measured, whichever is more), with
+    /// margins. A path that is down is not in it. The receiver waits for
+    /// gaps only on these.
     fn recently_used(&self, now: Instant) -> PathSet {
-        let max_rtt = self
-            .paths
-            .iter()
-            .filter_map(|p| Some(p.rtt.srtt_us()? + 4.0 * p.rtt.rttvar_us()))
-            .fold(0.0, f64::max);
-        let window = Duration::from_micros((1.5 * max_rtt) as u64) + Duration::from_millis(10);
+        let base_min = self.paths.iter().filter_map(|p| p.owd_out.min()).min();
         let mut set = PathSet::default();
         for (i, p) in self.paths.iter().enumerate() {
-            if p.last_data_sent
-                .is_some_and(|t| now.saturating_duration_since(t) < window)
-            {
+            let Some(sent) = p.last_data_sent else {
+                continue;
+            };
+            let base = match (p.owd_out.min(), base_min) {
+                (Some(b), Some(m)) => (b - m) as f64,
+                _ => 0.0,
+            };
+            if p.state == PathState::Down {
+                continue; // whatever it had in flight is lost
+            }
+            let queue = (p.queue_bytes / p.rate_bytes_per_us())
+                .max(p.owd_out.latest_queueing())
+                .max(p.owd_out.queueing());
+            // Queues move between measurements: wide margins, since a path
+            // dropped from the set too early turns its late packets into
+            // losses for the inner flow.
+            let spread = base + 1.5 * queue + 2.0 * p.rtt.rttvar_us();
+            let window = Duration::from_micros(spread as u64) + Duration::from_millis(10);
+            if now.saturating_duration_since(sent) < window {
                 set.insert(PathId(i as u8));
             }
         }
@@ -530,6 +556,15 @@ impl Multipath {
             sent_us: probe.sent_us,
             arrived_us: now_us,
         });
+        if let Some(last) = p.last_peer_probe {
+            let gap = now.saturating_duration_since(last);
+            p.peer_interval = Some(match p.peer_interval {
+                None => gap,
+                // Quick to lengthen (a peer going idle), slow to shorten.
+                Some(i) if gap > i => gap,
+                Some(i) => (i * 7 + gap) / 8,
+            });
+        }
         p.last_peer_probe = Some(now);
         p.owd_in.update(now, now_us as i64 - probe.sent_us as i64);
 
@@ -576,7 +611,18 @@ impl Multipath {
                         p.rate_unqueued.update(now, rate);
                     }
                 }
-                let expected = fb.rx_highest.distance_from(last.rx_highest);
+                // Packets lost while the path was down are the outage's,
+                // not the path's: count only from where sending resumed.
+                let from = match p.resumed_at {
+                    Some(resumed) if last.rx_highest.is_before(resumed) => {
+                        Seq(resumed.0.wrapping_sub(1))
+                    }
+                    _ => last.rx_highest,
+                };
+                if p.resumed_at.is_some_and(|r| !fb.rx_highest.is_before(r)) {
+                    p.resumed_at = None;
+                }
+                let expected = fb.rx_highest.distance_from(from);
                 let got = (fb.rx_packets - last.rx_packets) as i64;
                 // Drops at a full queue are congestion, which the inner
                 // flow's own control handles; only loss without a standing
@@ -599,7 +645,17 @@ impl Multipath {
         p.last_feedback = Some(fb);
 
         if matches!(p.state, PathState::Down | PathState::Unconfirmed) && p.last_echo == Some(now) {
-            self.set_state(i, PathState::Up, 0.0);
+            if p.state == PathState::Down {
+                p.resumed_at = Some(self.path_seq[i]);
+            }
+            // A lossy path that was down meanwhile is still lossy.
+            let state = if p.aside_until.is_some_and(|t| t > now) {
+                PathState::SetAside
+            } else {
+                PathState::Up
+            };
+            let loss = p.loss;
+            self.set_state(i, state, loss);
         }
         self.judge_loss(now, i);
     }
@@ -674,7 +730,7 @@ impl Multipath {
                 let silence_from = p.last_echo.or(p.session_since);
                 let down_at = match p.state {
                     PathState::Up | PathState::Unconfirmed | PathState::SetAside => {
-                        silence_from.map(|t| t + p.down_after())
+                        silence_from.map(|t| t + p.down_after(t))
                     }
                     _ => None,
                 };
@@ -707,11 +763,15 @@ impl Multipath {
             }
             if let Some(since) = p.last_echo.or(p.session_since) {
                 let silent = now.saturating_duration_since(since);
-                if silent >= p.down_after() {
+                if silent >= p.down_after(now) {
                     let p = &mut self.paths[i];
-                    // What was queued there is lost; start the model empty.
+                    // What was queued there is lost; start the model empty,
+                    // and do not count what the outage swallowed as the
+                    // path's loss rate once it is back.
                     p.queue_bytes = 0.0;
-                    p.aside_until = None;
+                    p.last_feedback = None;
+                    p.loss = 0.0;
+                    p.judged_packets = 0;
                     self.set_state(i, PathState::Down, silent.as_secs_f64());
                 }
             }

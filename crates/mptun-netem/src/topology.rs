@@ -530,6 +530,58 @@ impl Drop for Topology {
     }
 }
 
+/// Tear down every topology this process built, from outside the objects
+/// that own them: for a signal handler's follow-up, when the owners will
+/// never get to run their `Drop`. Stops every process inside those
+/// namespaces (SIGTERM, then SIGKILL after `grace`) and deletes them.
+pub fn remove_all_of_process(grace: Duration) {
+    let prefix = format!("mptn{}-", std::process::id());
+    let list = Command::new("ip").args(["netns", "list"]).output();
+    let names: Vec<String> = match list {
+        Ok(out) => String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.split_whitespace().next())
+            .filter(|n| n.starts_with(&prefix))
+            .map(str::to_string)
+            .collect(),
+        Err(_) => return,
+    };
+    let pids = |ns: &str| -> Vec<libc::pid_t> {
+        Command::new("ip")
+            .args(["netns", "pids", ns])
+            .output()
+            .map(|o| {
+                String::from_utf8_lossy(&o.stdout)
+                    .split_whitespace()
+                    .filter_map(|p| p.parse().ok())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    for signal in [libc::SIGTERM, libc::SIGKILL] {
+        let mut any = false;
+        for ns in &names {
+            for pid in pids(ns) {
+                any = true;
+                // SAFETY: kill has no memory-safety preconditions.
+                unsafe {
+                    libc::kill(pid, signal);
+                }
+            }
+        }
+        if !any {
+            break;
+        }
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline && names.iter().any(|ns| !pids(ns).is_empty()) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    for ns in &names {
+        let _ = ip(&["netns", "del", ns]);
+    }
+}
+
 /// Whether we can build topologies here (root with `ip`), for tests.
 pub fn can_build() -> bool {
     // SAFETY: plain FFI call.

@@ -188,13 +188,14 @@ fn lab(
             "default (equal)".to_string(),
         ),
     };
-    let report = mptun::lab::run::run(&mptun::lab::run::LabOptions {
+    let options = mptun::lab::run::LabOptions {
         scenario,
         scenario_name,
         compare,
         json,
         mptun_exe: std::env::current_exe().context("find the mptun executable")?,
-    })?;
+    };
+    let report = run_until_interrupted(move || mptun::lab::run::run(&options))?;
     if let Some(path) = &plot {
         mptun::lab::plot::draw(&report, path)?;
         if !json {
@@ -207,4 +208,42 @@ fn lab(
         print!("{}", mptun::lab::run::render(&report));
     }
     Ok(())
+}
+
+/// Set by SIGINT/SIGTERM/SIGHUP while the lab runs.
+static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn note_interrupt(_: libc::c_int) {
+    INTERRUPTED.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Run the lab on a worker thread; on Ctrl-C or SIGTERM, tear down every
+/// namespace and process it made (their owners on the worker never get to)
+/// and exit 130.
+fn run_until_interrupted<T: Send + 'static>(
+    work: impl FnOnce() -> anyhow::Result<T> + Send + 'static,
+) -> anyhow::Result<T> {
+    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: the handler only stores to an atomic, which is
+        // async-signal-safe; children get default dispositions back on exec.
+        unsafe {
+            libc::signal(
+                signal,
+                note_interrupt as extern "C" fn(libc::c_int) as libc::sighandler_t,
+            );
+        }
+    }
+    let worker = std::thread::spawn(work);
+    while !worker.is_finished() {
+        if INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) {
+            eprintln!("mptun lab: interrupted; removing the lab's namespaces and processes");
+            mptun_netem::topology::remove_all_of_process(std::time::Duration::from_secs(2));
+            mptun::lab::sites::remove_work_dirs_of_process();
+            std::process::exit(130);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    worker
+        .join()
+        .map_err(|_| anyhow::anyhow!("the lab's worker thread panicked"))?
 }

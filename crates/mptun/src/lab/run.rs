@@ -42,6 +42,8 @@ pub struct SystemResult {
     pub fraction_of_sum: f64,
     /// TCP retransmissions at the sender.
     pub retransmits: u64,
+    /// Retransmission timeouts the sending host's TCP took (TCPTimeouts).
+    pub rto_timeouts: u64,
     /// Goodput every half second.
     pub series_mbps: Vec<f64>,
 }
@@ -61,6 +63,12 @@ pub struct MptunDetail {
     pub reorder_skipped_timeout: u64,
     /// Packets dropped as late or duplicate.
     pub reorder_dropped: u64,
+    /// Median and 99th percentile of how long held packets waited.
+    pub hold_p50_ms: Option<f64>,
+    /// See `hold_p50_ms`.
+    pub hold_p99_ms: Option<f64>,
+    /// The configured paths' one-way delay spread, for comparison.
+    pub delay_spread_ms: f64,
     /// Ping RTT through the tunnel at idle, minus over the best path alone.
     pub added_latency_ms: f64,
     /// Idle ping RTT through the tunnel.
@@ -85,6 +93,25 @@ pub struct LabReport {
     pub systems: Vec<SystemResult>,
     /// mptun's details.
     pub mptun: MptunDetail,
+    /// How mptun rode out the scenario's first cut, if it has one.
+    pub failover: Option<Failover>,
+}
+
+/// mptun's goodput around a path cut and its restoration.
+#[derive(Clone, Debug, Serialize)]
+pub struct Failover {
+    /// The path cut (from 1) and when, seconds into the flow.
+    pub path: usize,
+    /// See `path`.
+    pub cut_at_s: f64,
+    /// Goodput over the half second ending 1 s after the cut.
+    pub goodput_1s_after_mbps: f64,
+    /// The surviving paths' rates, summed.
+    pub surviving_sum_mbps: f64,
+    /// When the path was restored, if it was.
+    pub restored_at_s: Option<f64>,
+    /// How long after that mptun sent data on it again (to 0.5 s).
+    pub carries_again_after_s: Option<f64>,
 }
 
 const SAMPLE: Duration = Duration::from_millis(500);
@@ -182,11 +209,12 @@ pub fn run(options: &LabOptions) -> anyhow::Result<LabReport> {
         }
     }
     let sum: f64 = path_rates.iter().sum();
-    let system = |name: &str, (r, series): (TcpResult, Vec<f64>)| SystemResult {
+    let system = |name: &str, (r, series, rto): Measured| SystemResult {
         name: name.to_string(),
         goodput_mbps: r.goodput_mbps,
         fraction_of_sum: if sum > 0.0 { r.goodput_mbps / sum } else { 0.0 },
         retransmits: r.retransmits,
+        rto_timeouts: rto,
         series_mbps: series,
     };
 
@@ -202,7 +230,7 @@ pub fn run(options: &LabOptions) -> anyhow::Result<LabReport> {
     let a_before = sites.status(Site::A)?;
     let b_before = sites.status(Site::B)?;
     say("mptun: one TCP flow...");
-    let (result, series, path_series) = {
+    let (result, series, rto, path_series) = {
         let sampler = Sampler::start(&sites);
         let r = flow_with_events(
             &mut topo,
@@ -215,21 +243,25 @@ pub fn run(options: &LabOptions) -> anyhow::Result<LabReport> {
             vec![],
         )?;
         let path_series = sampler.finish();
-        (r.0, r.1, path_series)
+        (r.0, r.1, r.2, path_series)
     };
     let a_after = sites.status(Site::A)?;
     let b_after = sites.status(Site::B)?;
     drop(sites);
+    let snapshots = Snapshots {
+        a0: a_before,
+        a1: a_after,
+        b0: b_before,
+        b1: b_after,
+    };
     let mptun = mptun_detail(
-        &a_before,
-        &a_after,
-        &b_before,
-        &b_after,
+        &snapshots,
         path_series,
         idle_tunnel.avg_ms,
         idle_best.avg_ms,
+        scenario.delay_spread_ms(),
     );
-    systems.push(system("mptun", (result, series)));
+    systems.push(system("mptun", (result, series, rto)));
 
     if options.compare {
         say("best single path alone...");
@@ -285,6 +317,12 @@ pub fn run(options: &LabOptions) -> anyhow::Result<LabReport> {
         }
     }
 
+    let failover = failover(
+        scenario,
+        &path_rates,
+        &systems[0].series_mbps,
+        &mptun.path_series_mbps,
+    );
     Ok(LabReport {
         scenario_name: options.scenario_name.clone(),
         scenario: scenario.clone(),
@@ -292,17 +330,95 @@ pub fn run(options: &LabOptions) -> anyhow::Result<LabReport> {
         path_rates_measured: options.compare,
         systems,
         mptun,
+        failover,
     })
 }
 
+/// One system's flow: its result, goodput every half second, and the RTOs
+/// the sending host took.
+type Measured = (TcpResult, Vec<f64>, u64);
+
+/// Look at mptun's goodput around the scenario's first cut.
+fn failover(
+    scenario: &Scenario,
+    rates: &[f64],
+    series: &[f64],
+    per_path: &[Vec<f64>],
+) -> Option<Failover> {
+    let cut = scenario
+        .event
+        .iter()
+        .find(|e| e.action.as_deref() == Some("down"))?;
+    let restore = scenario
+        .event
+        .iter()
+        .find(|e| e.path == cut.path && e.at > cut.at && e.action.as_deref() == Some("up"));
+    let interval = SAMPLE.as_secs_f64();
+    // Sample k covers (k, k+1] half seconds of the flow.
+    let sample_ending = |t: f64| ((t / interval).round() as usize).checked_sub(1);
+    let goodput_1s_after = sample_ending(cut.at + 1.0)
+        .and_then(|k| series.get(k))
+        .copied()
+        .unwrap_or(0.0);
+    let carries_again_after_s = restore.and_then(|r| {
+        let path = per_path.get(cut.path - 1)?;
+        let first = sample_ending(r.at).map_or(0, |k| k + 1);
+        (first..path.len())
+            .find(|&k| path[k] > 1.0)
+            .map(|k| ((k + 1) as f64 * interval - r.at).max(0.0))
+    });
+    Some(Failover {
+        path: cut.path,
+        cut_at_s: cut.at,
+        goodput_1s_after_mbps: goodput_1s_after,
+        surviving_sum_mbps: rates
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| i + 1 != cut.path)
+            .map(|(_, r)| r)
+            .sum(),
+        restored_at_s: restore.map(|r| r.at),
+        carries_again_after_s,
+    })
+}
+
+/// Return the sending host's count of TCP retransmission timeouts.
+fn tcp_timeouts(ns: &str) -> u64 {
+    let Ok(out) = Command::new("ip")
+        .args(["netns", "exec", ns, "cat", "/proc/net/netstat"])
+        .output()
+    else {
+        return 0;
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut lines = text.lines();
+    while let (Some(names), Some(values)) = (lines.next(), lines.next()) {
+        if !names.starts_with("TcpExt:") {
+            continue;
+        }
+        let field = names.split_whitespace().position(|n| n == "TCPTimeouts");
+        return field
+            .and_then(|i| values.split_whitespace().nth(i))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+    }
+    0
+}
+
+/// Counters of both sites before and after mptun's flow.
+struct Snapshots {
+    a0: Status,
+    a1: Status,
+    b0: Status,
+    b1: Status,
+}
+
 fn mptun_detail(
-    a0: &Status,
-    a1: &Status,
-    b0: &Status,
-    b1: &Status,
+    Snapshots { a0, a1, b0, b1 }: &Snapshots,
     path_series_mbps: Vec<Vec<f64>>,
     tunnel_rtt_ms: f64,
     best_path_rtt_ms: f64,
+    delay_spread_ms: f64,
 ) -> MptunDetail {
     let sent: Vec<u64> = a1
         .paths
@@ -320,6 +436,9 @@ fn mptun_detail(
         reorder_skipped_timeout: r1.skipped_timeout - r0.skipped_timeout,
         reorder_dropped: (r1.dropped_stale + r1.dropped_duplicate)
             - (r0.dropped_stale + r0.dropped_duplicate),
+        hold_p50_ms: r1.wait_p50_ms,
+        hold_p99_ms: r1.wait_p99_ms,
+        delay_spread_ms,
         added_latency_ms: tunnel_rtt_ms - best_path_rtt_ms,
         tunnel_rtt_ms,
         best_path_rtt_ms,
@@ -427,6 +546,27 @@ fn parse_tcp(json: &serde_json::Value) -> (TcpResult, Vec<f64>) {
 /// every path for the next system.
 #[allow(clippy::too_many_arguments)]
 fn flow_with_events(
+    topo: &mut Topology,
+    ns_a: &str,
+    ns_b: &str,
+    addr: String,
+    scenario: &Scenario,
+    streams: u32,
+    extra: Vec<String>,
+    wrapper: Vec<String>,
+) -> anyhow::Result<Measured> {
+    let timeouts_before = tcp_timeouts(ns_a);
+    let (result, series) =
+        flow_with_events_inner(topo, ns_a, ns_b, addr, scenario, streams, extra, wrapper)?;
+    Ok((
+        result,
+        series,
+        tcp_timeouts(ns_a).saturating_sub(timeouts_before),
+    ))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn flow_with_events_inner(
     topo: &mut Topology,
     ns_a: &str,
     ns_b: &str,
@@ -598,17 +738,18 @@ pub fn render(r: &LabReport) -> String {
     );
     let _ = writeln!(
         o,
-        "{:<22} {:>10} {:>8} {:>8}",
-        "system", "Mbit/s", "of sum", "retrans"
+        "{:<22} {:>10} {:>8} {:>8} {:>5}",
+        "system", "Mbit/s", "of sum", "retrans", "RTOs"
     );
     for s in &r.systems {
         let _ = writeln!(
             o,
-            "{:<22} {:>10.1} {:>7.0}% {:>8}",
+            "{:<22} {:>10.1} {:>7.0}% {:>8} {:>5}",
             s.name,
             s.goodput_mbps,
             100.0 * s.fraction_of_sum,
-            s.retransmits
+            s.retransmits,
+            s.rto_timeouts
         );
     }
     let m = &r.mptun;
@@ -626,8 +767,38 @@ pub fn render(r: &LabReport) -> String {
     );
     let _ = writeln!(
         o,
+        "mptun hold time: p50 {}, p99 {} (paths' one-way delay spread {:.1} ms)",
+        m.hold_p50_ms.map_or("-".into(), |v| format!("{v:.2} ms")),
+        m.hold_p99_ms.map_or("-".into(), |v| format!("{v:.2} ms")),
+        m.delay_spread_ms
+    );
+    let _ = writeln!(
+        o,
         "mptun added latency at idle: {:+.2} ms (ping {:.2} ms through the tunnel, {:.2} ms over the best path)",
         m.added_latency_ms, m.tunnel_rtt_ms, m.best_path_rtt_ms
     );
+    if let Some(f) = &r.failover {
+        let _ = writeln!(
+            o,
+            "mptun failover: path {} cut at {:.1} s; 1 s later {:.1} Mbit/s = {:.0}% of the surviving paths' {:.1}",
+            f.path,
+            f.cut_at_s,
+            f.goodput_1s_after_mbps,
+            100.0 * f.goodput_1s_after_mbps / f.surviving_sum_mbps.max(1e-9),
+            f.surviving_sum_mbps
+        );
+        if let Some(at) = f.restored_at_s {
+            let _ = writeln!(
+                o,
+                "mptun failback: path {} restored at {:.1} s; carries data again {}",
+                f.path,
+                at,
+                f.carries_again_after_s
+                    .map_or("never (within the flow)".into(), |d| format!(
+                        "within {d:.1} s"
+                    ))
+            );
+        }
+    }
     o
 }

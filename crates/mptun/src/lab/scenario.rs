@@ -128,6 +128,12 @@ impl Scenario {
         self.path.iter().map(|p| p.rate_mbit).sum()
     }
 
+    /// Return the spread of the paths' one-way delays, ms.
+    pub fn delay_spread_ms(&self) -> f64 {
+        let delays = self.path.iter().map(|p| p.delay_ms);
+        delays.clone().fold(f64::MIN, f64::max) - delays.fold(f64::MAX, f64::min)
+    }
+
     /// Return the index (from 0) of the best single path: highest rate,
     /// then lowest delay, then lowest loss.
     pub fn best_path(&self) -> usize {

@@ -72,6 +72,24 @@ pub struct Sites {
     b: Option<Child>,
 }
 
+/// Folder of a lab's configs and logs (keys inside: removed with the lab).
+fn work_dir(topo: &Topology, layout: &SiteLayout) -> PathBuf {
+    std::env::temp_dir().join(format!("mptun-lab-{}-{}", topo.prefix(), layout.name))
+}
+
+/// Remove the work folders of every lab this process built, for when their
+/// owners never get to run their `Drop` (an interrupted lab).
+pub fn remove_work_dirs_of_process() {
+    let prefix = format!("mptun-lab-mptn{}-", std::process::id());
+    if let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) {
+        for entry in entries.flatten() {
+            if entry.file_name().to_string_lossy().starts_with(&prefix) {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
+    }
+}
+
 fn genkey() -> anyhow::Result<[u8; 32]> {
     let mut bytes = [0u8; 32];
     getrandom::getrandom(&mut bytes).map_err(|e| anyhow!("random: {e}"))?;
@@ -82,7 +100,7 @@ impl Sites {
     /// Write configs for both sites (keys freshly generated), start `exe up`
     /// in both site namespaces and wait until every path is up on both.
     pub fn start(exe: &Path, topo: &Topology, layout: &SiteLayout) -> anyhow::Result<Sites> {
-        let dir = std::env::temp_dir().join(format!("mptun-lab-{}-{}", topo.prefix(), layout.name));
+        let dir = work_dir(topo, layout);
         std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
         let mut sites = Sites {
             exe: exe.to_path_buf(),
@@ -292,7 +310,14 @@ impl Drop for Sites {
             let mut child = child;
             let _ = terminate(&mut child);
         }
-        let _ = std::fs::remove_dir_all(&self.dir);
+        if std::env::var_os("MPTUN_LAB_KEEP").is_some() {
+            eprintln!(
+                "lab: kept the sites' configs and logs in {}",
+                self.dir.display()
+            );
+        } else {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
     }
 }
 
