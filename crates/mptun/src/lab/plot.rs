@@ -41,6 +41,52 @@ fn series_points(series: &[f64]) -> Vec<(f64, f64)> {
         .collect()
 }
 
+/// Draw line charts of Mbit/s over seconds into `area`: one line per
+/// `(label, series)`, colours from `palette_offset` on.
+fn draw_chart<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    caption: &str,
+    duration: f64,
+    y_max: f64,
+    lines: Vec<(String, &[f64])>,
+    palette_offset: usize,
+) -> anyhow::Result<()> {
+    let mut chart = ChartBuilder::on(area)
+        .caption(caption, ("sans-serif", 20))
+        .margin(10)
+        .x_label_area_size(35)
+        .y_label_area_size(55)
+        .build_cartesian_2d(0.0..duration, 0.0..y_max * 1.1)
+        .map_err(|e| anyhow!("{e}"))?;
+    chart
+        .configure_mesh()
+        .x_desc("seconds")
+        .y_desc("Mbit/s")
+        .draw()
+        .map_err(|e| anyhow!("{e}"))?;
+    for (i, (label, series)) in lines.into_iter().enumerate() {
+        let color = Palette99::pick(i + palette_offset).to_rgba();
+        chart
+            .draw_series(LineSeries::new(
+                series_points(series),
+                color.stroke_width(2),
+            ))
+            .map_err(|e| anyhow!("{e}"))?
+            .label(label)
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+            });
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::LowerRight)
+        .draw()
+        .map_err(|e| anyhow!("{e}"))?;
+    Ok(())
+}
+
 /// Draw the report's time series into a PNG at `path`.
 pub fn draw(report: &LabReport, path: &Path) -> anyhow::Result<()> {
     load_font()?;
@@ -54,79 +100,29 @@ pub fn draw(report: &LabReport, path: &Path) -> anyhow::Result<()> {
         .iter()
         .flat_map(|s| s.series_mbps.iter().copied())
         .fold(sum, f64::max);
-
-    let mut chart = ChartBuilder::on(&top)
-        .caption(
-            format!("{}: goodput of one TCP flow ", report.scenario_name),
-            ("sans-serif", 20),
-        )
-        .margin(10)
-        .x_label_area_size(35)
-        .y_label_area_size(55)
-        .build_cartesian_2d(0.0..duration, 0.0..max_system * 1.1)
-        .map_err(|e| anyhow!("{e}"))?;
-    chart
-        .configure_mesh()
-        .x_desc("seconds")
-        .y_desc("Mbit/s")
-        .draw()
-        .map_err(|e| anyhow!("{e}"))?;
-    for (i, system) in report.systems.iter().enumerate() {
-        let color = Palette99::pick(i).to_rgba();
-        chart
-            .draw_series(LineSeries::new(
-                series_points(&system.series_mbps),
-                color.stroke_width(2),
-            ))
-            .map_err(|e| anyhow!("{e}"))?
-            .label(system.name.clone())
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-            });
-    }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::LowerRight)
-        .draw()
-        .map_err(|e| anyhow!("{e}"))?;
+    let systems = report
+        .systems
+        .iter()
+        .map(|s| (s.name.clone(), s.series_mbps.as_slice()))
+        .collect();
+    let caption = format!("{}: goodput of one TCP flow", report.scenario_name);
+    draw_chart(&top, &caption, duration, max_system, systems, 0)?;
 
     let per_path = &report.mptun.path_series_mbps;
     let max_path = per_path.iter().flatten().copied().fold(1.0, f64::max);
-    let mut chart = ChartBuilder::on(&bottom)
-        .caption("mptun: throughput per path", ("sans-serif", 20))
-        .margin(10)
-        .x_label_area_size(35)
-        .y_label_area_size(55)
-        .build_cartesian_2d(0.0..duration, 0.0..max_path * 1.1)
-        .map_err(|e| anyhow!("{e}"))?;
-    chart
-        .configure_mesh()
-        .x_desc("seconds")
-        .y_desc("Mbit/s")
-        .draw()
-        .map_err(|e| anyhow!("{e}"))?;
-    for (i, series) in per_path.iter().enumerate() {
-        let color = Palette99::pick(i + 5).to_rgba();
-        chart
-            .draw_series(LineSeries::new(
-                series_points(series),
-                color.stroke_width(2),
-            ))
-            .map_err(|e| anyhow!("{e}"))?
-            .label(format!("path {}", i + 1))
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-            });
-    }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::LowerRight)
-        .draw()
-        .map_err(|e| anyhow!("{e}"))?;
+    let paths = per_path
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (format!("path {}", i + 1), s.as_slice()))
+        .collect();
+    draw_chart(
+        &bottom,
+        "mptun: throughput per path",
+        duration,
+        max_path,
+        paths,
+        5,
+    )?;
     root.present()
         .with_context(|| format!("write {}", path.display()))?;
     Ok(())

@@ -196,7 +196,6 @@ pub fn run(options: &LabOptions) -> anyhow::Result<LabReport> {
         say("measuring each path alone...");
         for i in 1..=scenario.path.len() {
             let r = flow(
-                &topo,
                 &ns_a,
                 &ns_b,
                 topo.addr_b(i).to_string(),
@@ -497,7 +496,6 @@ impl Sampler {
 
 #[allow(clippy::too_many_arguments)]
 fn flow(
-    _topo: &Topology,
     ns_a: &str,
     ns_b: &str,
     addr: String,
@@ -577,7 +575,7 @@ fn flow_with_events_inner(
     wrapper: Vec<String>,
 ) -> anyhow::Result<(TcpResult, Vec<f64>)> {
     if scenario.event.is_empty() {
-        return flow(topo, ns_a, ns_b, addr, scenario, streams, extra, wrapper);
+        return flow(ns_a, ns_b, addr, scenario, streams, extra, wrapper);
     }
     let result = std::thread::scope(|scope| {
         let runner = {
