@@ -19,56 +19,22 @@
 //! Throughput is the inner packet's bytes per second.
 
 use std::hint::black_box;
-use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use mptun_core::{Kind, PathSet, Seq, Trailer, TRAILER_LEN};
-use mptun_wg::{keys, Opened, PathSession, SessionConfig};
+use mptun_wg::testing::{self, pair, PEER_ADDR};
+use mptun_wg::{Opened, PathSession};
 
 const SIZES: [u16; 3] = [64, 512, 1420];
-
-/// Where the peer's datagrams come from; the session does not check it.
-const PEER_ADDR: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1));
 
 /// WireGuard message type of a transport data message.
 const WG_DATA: u8 = 4;
 
-/// Two sessions of one path, one on each end, not yet handshaken.
-fn pair() -> (PathSession, PathSession) {
-    let a_key = keys::private_key_from_random([1; 32]);
-    let b_key = keys::private_key_from_random([2; 32]);
-    let a = SessionConfig {
-        private_key: a_key,
-        peer_public_key: keys::public_key(&b_key),
-        preshared_key: Some([9; 32]),
-        persistent_keepalive: None,
-    };
-    let b = SessionConfig {
-        private_key: b_key,
-        peer_public_key: keys::public_key(&a_key),
-        ..a.clone()
-    };
-    (PathSession::new(&a, 0), PathSession::new(&b, 0))
-}
-
-/// Two established sessions: the handshake is run by passing datagrams
-/// back and forth in memory until both ends have a session.
+/// Two established sessions of one path.
 fn handshaken_pair() -> (PathSession, PathSession) {
     let (mut a, mut b) = pair();
-    let mut out = vec![0u8; 2048];
-    let mut to_b: Vec<Vec<u8>> = Vec::new();
-    a.initiate(&mut out, |d| to_b.push(d.to_vec()));
-    for _ in 0..4 {
-        let mut to_a = Vec::new();
-        for d in to_b.drain(..) {
-            b.open(PEER_ADDR, &d, &mut out, |r| to_a.push(r.to_vec()));
-        }
-        for d in to_a {
-            a.open(PEER_ADDR, &d, &mut out, |r| to_b.push(r.to_vec()));
-        }
-    }
-    assert!(a.is_established() && b.is_established(), "handshake failed");
+    assert!(testing::handshake(&mut a, &mut b), "handshake failed");
     (a, b)
 }
 

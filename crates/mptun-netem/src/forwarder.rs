@@ -279,8 +279,9 @@ fn setsockopt_int(fd: i32, level: i32, opt: i32, val: libc::c_int) -> io::Result
     }
 }
 
-/// Interface MTU via `SIOCGIFMTU`.
-pub fn interface_mtu(fd: i32, ifname: &str) -> io::Result<usize> {
+/// Return a zeroed `ifreq` naming `ifname`, for interface ioctls.
+pub(crate) fn ifreq_named(ifname: &str) -> io::Result<libc::ifreq> {
+    // SAFETY: an all-zero ifreq is a valid value of the C struct.
     let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
     let bytes = ifname.as_bytes();
     if bytes.len() >= req.ifr_name.len() {
@@ -292,6 +293,12 @@ pub fn interface_mtu(fd: i32, ifname: &str) -> io::Result<usize> {
     for (d, s) in req.ifr_name.iter_mut().zip(bytes) {
         *d = *s as libc::c_char;
     }
+    Ok(req)
+}
+
+/// Interface MTU via `SIOCGIFMTU`.
+pub fn interface_mtu(fd: i32, ifname: &str) -> io::Result<usize> {
+    let mut req = ifreq_named(ifname)?;
     // SAFETY: req is a properly initialised ifreq.
     let r = unsafe { libc::ioctl(fd, libc::SIOCGIFMTU, &mut req) };
     if r != 0 {

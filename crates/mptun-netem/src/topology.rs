@@ -150,18 +150,7 @@ struct EthtoolValue {
 
 fn ethtool_value(fd: i32, ifname: &str, cmd: u32, data: u32) -> io::Result<u32> {
     let mut val = EthtoolValue { cmd, data };
-    // SAFETY: zeroed ifreq is valid; we fill name and data pointer.
-    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
-    let bytes = ifname.as_bytes();
-    if bytes.len() >= req.ifr_name.len() {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "interface name too long",
-        ));
-    }
-    for (d, s) in req.ifr_name.iter_mut().zip(bytes) {
-        *d = *s as libc::c_char;
-    }
+    let mut req = crate::forwarder::ifreq_named(ifname)?;
     req.ifr_ifru.ifru_data = (&mut val as *mut EthtoolValue).cast();
     // SAFETY: SIOCETHTOOL with a valid ifreq pointing at a live ethtool_value.
     let r = unsafe { libc::ioctl(fd, libc::SIOCETHTOOL, &mut req) };

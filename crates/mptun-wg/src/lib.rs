@@ -8,6 +8,7 @@
 //! finds mptun's trailer in the authenticated plaintext.
 
 pub mod keys;
+pub mod testing;
 
 use std::net::IpAddr;
 use std::time::Duration;

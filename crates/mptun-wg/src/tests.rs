@@ -7,40 +7,10 @@ use mptun_core::{Kind, PathSet, Seq, Trailer, TRAILER_LEN};
 
 use super::*;
 
-const PEER_ADDR: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1));
+use crate::testing::{pair, PEER_ADDR};
 
-fn pair() -> (PathSession, PathSession) {
-    let a_key = keys::private_key_from_random([1; 32]);
-    let b_key = keys::private_key_from_random([2; 32]);
-    let a = SessionConfig {
-        private_key: a_key,
-        peer_public_key: keys::public_key(&b_key),
-        preshared_key: Some([9; 32]),
-        persistent_keepalive: None,
-    };
-    let b = SessionConfig {
-        private_key: b_key,
-        peer_public_key: keys::public_key(&a_key),
-        ..a.clone()
-    };
-    (PathSession::new(&a, 0), PathSession::new(&b, 0))
-}
-
-/// Run the handshake by passing datagrams back and forth until quiet.
 fn handshake(a: &mut PathSession, b: &mut PathSession) {
-    let mut out = vec![0u8; 2048];
-    let mut to_b: Vec<Vec<u8>> = Vec::new();
-    a.initiate(&mut out, |d| to_b.push(d.to_vec()));
-    for _ in 0..4 {
-        let mut to_a = Vec::new();
-        for d in to_b.drain(..) {
-            b.open(PEER_ADDR, &d, &mut out, |r| to_a.push(r.to_vec()));
-        }
-        for d in to_a {
-            a.open(PEER_ADDR, &d, &mut out, |r| to_b.push(r.to_vec()));
-        }
-    }
-    assert!(a.is_established() && b.is_established());
+    assert!(crate::testing::handshake(a, b), "handshake failed");
 }
 
 /// A minimal IPv4 header with the given total length, then zero payload.
