@@ -436,8 +436,7 @@ impl Multipath {
         let path = match &mut self.policy {
             Policy::RoundRobin(rr) => rr.pick(|p| in_use.contains(p))?,
             Policy::Adaptive { caps } => {
-                let caps = caps.clone();
-                self.earliest_arrival(now, len, in_use, caps.as_deref())?
+                Self::earliest_arrival(&mut self.paths, now, len, in_use, caps.as_deref())?
             }
         };
         let i = path.index();
@@ -463,15 +462,18 @@ impl Multipath {
             p.next_probe = p.next_probe.map(|t| t.min(now + PROBE_BUSY));
         }
         p.last_data_sent = Some(now);
-        // Shares decay per packet: about the last 1000 packets count.
-        for (j, q) in self.paths.iter_mut().enumerate() {
-            q.sent_share = q.sent_share * 0.999 + if j == i { 0.001 } else { 0.0 };
+        if matches!(&self.policy, Policy::Adaptive { caps: Some(_) }) {
+            // Shares, for the caps only; they decay per packet, so about
+            // the last 1000 packets count.
+            for (j, q) in self.paths.iter_mut().enumerate() {
+                q.sent_share = q.sent_share * 0.999 + if j == i { 0.001 } else { 0.0 };
+            }
         }
         Some((path, trailer))
     }
 
     fn earliest_arrival(
-        &mut self,
+        paths: &mut [PathMonitor],
         now: Instant,
         len: usize,
         in_use: PathSet,
@@ -479,12 +481,12 @@ impl Multipath {
     ) -> Option<PathId> {
         let base_min = in_use
             .iter()
-            .filter_map(|p| self.paths[p.index()].owd_out.min())
+            .filter_map(|p| paths[p.index()].owd_out.min())
             .min();
         let mut best: Option<(f64, PathId)> = None;
         let mut capped_fallback: Option<(f64, PathId)> = None;
         for path in in_use.iter() {
-            let p = &mut self.paths[path.index()];
+            let p = &mut paths[path.index()];
             p.drain_queue(now);
             let rate = p.rate_bytes_per_us();
             let base = match (p.owd_out.min(), base_min) {

@@ -24,19 +24,9 @@ impl WeightedRoundRobin {
         }
     }
 
-    /// Return the number of paths.
-    pub fn len(&self) -> usize {
-        self.weights.len()
-    }
-
     /// Return the static weight of `path` (0 for an unknown path).
     pub fn weight(&self, path: PathId) -> u32 {
         self.weights.get(path.index()).copied().unwrap_or(0)
-    }
-
-    /// Return whether there are no paths.
-    pub fn is_empty(&self) -> bool {
-        self.weights.is_empty()
     }
 
     /// Pick the path for the next packet among those `usable` accepts.

@@ -83,19 +83,6 @@ impl OpenError {
             | E::LockFailed => OpenError::Malformed,
         }
     }
-
-    /// Return a short name for counters and status output.
-    pub fn name(self) -> &'static str {
-        match self {
-            OpenError::Malformed => "malformed",
-            OpenError::Unauthenticated => "unauthenticated",
-            OpenError::Replayed => "replayed",
-            OpenError::NoSession => "no-session",
-            OpenError::UnderLoad => "under-load",
-            OpenError::Trailer(_) => "bad-trailer",
-            OpenError::LengthMismatch => "length-mismatch",
-        }
-    }
 }
 
 /// The result of opening one datagram.

@@ -45,6 +45,11 @@ impl IpNet {
         }
     }
 
+    /// Return whether any of `nets` is the same network as this one.
+    pub fn network_in(self, nets: &[IpNet]) -> bool {
+        nets.iter().any(|n| n.network() == self.network())
+    }
+
     /// Return whether `ip` lies in this network.
     pub fn contains(self, ip: IpAddr) -> bool {
         let ip = ip.to_canonical();
@@ -109,6 +114,9 @@ mod tests {
         assert!(!all.contains("::1".parse().unwrap()));
         let v6: IpNet = "fd00:77::1/64".parse().unwrap();
         assert!(v6.contains("fd00:77::abcd".parse().unwrap()));
+        let routes: [IpNet; 1] = ["10.77.0.0/24".parse().unwrap()];
+        assert!(net.network_in(&routes));
+        assert!(!"10.77.1.1/24".parse::<IpNet>().unwrap().network_in(&routes));
         let host: IpNet = "192.0.2.7".parse().unwrap();
         assert_eq!(host.prefix, 32);
     }

@@ -7,7 +7,6 @@ use tracing::{info, warn};
 
 use crate::config::{Config, Table};
 use crate::ipnet::IpNet;
-use crate::tunnel::has_network;
 
 /// The routes `mptun up` added, removed again by [`remove`](Self::remove).
 pub struct Routes {
@@ -50,7 +49,7 @@ impl Routes {
             return Ok(routes);
         }
         for &net in &config.peer.allowed_ips {
-            if has_network(&config.interface.addresses, net) {
+            if net.network_in(&config.interface.addresses) {
                 continue;
             }
             let dest = net.network().to_string();

@@ -35,7 +35,6 @@ use tun_rs::AsyncDevice;
 
 use crate::config::{Config, PathConfig, Scheduler};
 use crate::counters::{PathCounters, TunCounters};
-use crate::ipnet::IpNet;
 
 /// Socket buffer size asked for on every path; generous because a burst
 /// striped over paths arrives on all of them at once.
@@ -618,9 +617,4 @@ fn log_path_event(shared: &Shared, event: mptun_core::PathEvent) {
         PathState::NoSession => warn!(%path, "path down: no WireGuard session"),
         PathState::Unconfirmed => {}
     }
-}
-
-/// Return whether `nets` has a network equal to `net`'s.
-pub(crate) fn has_network(nets: &[IpNet], net: IpNet) -> bool {
-    nets.iter().any(|n| n.network() == net.network())
 }
