@@ -146,7 +146,7 @@ fn reorder_status(rx: &mptun_core::ReorderBuffer) -> ReorderStatus {
 
 pub(crate) fn snapshot(shared: &Shared) -> Status {
     let config = &shared.config;
-    let reorder = reorder_status(&lock(&shared.receiver));
+    let reorder = reorder_status(&lock(&shared.receiver).buffer);
     // Bound first: a guard in the struct literal below would live to its
     // end and deadlock against the per-path lookups.
     let epoch = lock(&shared.multipath).epoch();

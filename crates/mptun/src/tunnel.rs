@@ -102,13 +102,23 @@ impl PathIo {
     }
 }
 
+/// The reorder buffer, and the deadline its timer task sleeps until, under
+/// one lock: a receiver wakes the timer only when a gap needs skipping
+/// sooner than that. Waking it for every buffered packet costs a context
+/// switch per packet, which the CPU budget of a gateway cannot spare.
+pub(crate) struct Receiver {
+    pub buffer: ReorderBuffer,
+    /// `None` while the timer waits with no deadline.
+    timer_deadline: Option<Instant>,
+}
+
 /// State shared by all tasks of one running tunnel.
 pub(crate) struct Shared {
     pub config: Config,
     pub tun: AsyncDevice,
     pub paths: Vec<PathIo>,
     pub multipath: Mutex<Multipath>,
-    pub receiver: Mutex<ReorderBuffer>,
+    pub receiver: Mutex<Receiver>,
     reorder_wake: Notify,
     monitor_wake: Notify,
     pub tun_counters: TunCounters,
@@ -126,10 +136,22 @@ impl Shared {
 
     /// Write released packets to the TUN device. Called with the reorder
     /// buffer locked, which is what keeps the writes in order.
-    fn write_released(&self, rx: &mut ReorderBuffer) {
-        while let Some(packet) = rx.poll_release() {
+    fn write_released(&self, rx: &mut Receiver) {
+        while let Some(packet) = rx.buffer.poll_release() {
             self.write_tun(&packet);
-            rx.recycle(packet);
+            rx.buffer.recycle(packet);
+        }
+    }
+
+    /// Wake the reorder timer if the buffer now has a deadline earlier than
+    /// the one the timer sleeps until.
+    fn rearm_reorder_timer(&self, rx: &mut Receiver) {
+        let Some(next) = rx.buffer.poll_timeout() else {
+            return;
+        };
+        if rx.timer_deadline.is_none_or(|armed| next < armed) {
+            rx.timer_deadline = Some(next);
+            self.reorder_wake.notify_one();
         }
     }
 
@@ -274,7 +296,10 @@ impl Tunnel {
                 config.paths.len(),
                 policy,
             )),
-            receiver: Mutex::new(ReorderBuffer::new(config.interface.reorder)),
+            receiver: Mutex::new(Receiver {
+                buffer: ReorderBuffer::new(config.interface.reorder),
+                timer_deadline: None,
+            }),
             reorder_wake: Notify::new(),
             monitor_wake: Notify::new(),
             tun,
@@ -467,9 +492,12 @@ async fn path_to_tun(shared: Arc<Shared>, index: usize) {
 
 fn deliver(shared: &Shared, path: PathId, trailer: &Trailer, packet: &[u8]) {
     let mut rx = lock(&shared.receiver);
-    match rx.handle_packet(Instant::now(), path, trailer, packet) {
+    match rx
+        .buffer
+        .handle_packet(Instant::now(), path, trailer, packet)
+    {
         Verdict::DeliverNow => shared.write_tun(packet),
-        Verdict::Buffered => shared.reorder_wake.notify_one(),
+        Verdict::Buffered => shared.rearm_reorder_timer(&mut rx),
         Verdict::Dropped(_) => {}
     }
     shared.write_released(&mut rx);
@@ -478,13 +506,17 @@ fn deliver(shared: &Shared, path: PathId, trailer: &Trailer, packet: &[u8]) {
 /// Skip gaps in the reorder buffer once they have been held long enough.
 async fn reorder_timer(shared: Arc<Shared>) {
     loop {
-        let deadline = lock(&shared.receiver).poll_timeout();
+        let deadline = {
+            let mut rx = lock(&shared.receiver);
+            rx.timer_deadline = rx.buffer.poll_timeout();
+            rx.timer_deadline
+        };
         match deadline {
             Some(at) => {
                 tokio::select! {
                     _ = tokio::time::sleep_until(at.into()) => {
                         let mut rx = lock(&shared.receiver);
-                        rx.handle_timeout(Instant::now());
+                        rx.buffer.handle_timeout(Instant::now());
                         shared.write_released(&mut rx);
                     }
                     _ = shared.reorder_wake.notified() => {}
@@ -589,7 +621,11 @@ async fn monitor(shared: Arc<Shared>) {
         for event in events {
             log_path_event(&shared, event);
         }
-        lock(&shared.receiver).set_hold_hint(hold);
+        {
+            let mut rx = lock(&shared.receiver);
+            rx.buffer.set_hold_hint(hold);
+            shared.rearm_reorder_timer(&mut rx);
+        }
         let sleep_until = next.unwrap_or(now + WG_TICK).min(now + WG_TICK);
         tokio::select! {
             _ = tokio::time::sleep_until(sleep_until.into()) => {}
