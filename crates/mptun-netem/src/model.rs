@@ -354,6 +354,16 @@ pub enum Dir {
     BtoA,
 }
 
+impl Dir {
+    /// The other direction.
+    pub fn reverse(self) -> Dir {
+        match self {
+            Dir::AtoB => Dir::BtoA,
+            Dir::BtoA => Dir::AtoB,
+        }
+    }
+}
+
 /// Both directions of one emulated path.
 #[derive(Debug, Clone)]
 pub struct LinkModel {
