@@ -146,6 +146,16 @@ struct PeerProbe {
 }
 
 #[derive(Clone, Copy)]
+struct SentProbe {
+    number: u32,
+    at: Instant,
+    bytes_sent: u64,
+}
+
+/// Probes remembered per path for matching echoes: over a second's worth.
+const PROBES_REMEMBERED: usize = 32;
+
+#[derive(Clone, Copy)]
 struct Feedback {
     peer_sent_us: u64,
     rx_packets: u64,
@@ -180,6 +190,11 @@ struct PathMonitor {
     // Virtual queue at the path's bottleneck, drained at its rate.
     queue_bytes: f64,
     queue_at: Option<Instant>,
+    /// Data bytes sent on the path so far.
+    bytes_sent: u64,
+    /// Our recent probes: number, when sent, and `bytes_sent` then; an echo
+    /// of one says how much queue it met, and these say what was sent since.
+    probes_in_flight: VecDeque<SentProbe>,
     sent_share: f64,
     // The peer's direction, from its probes.
     peer_epoch: Option<u32>,
@@ -216,6 +231,8 @@ impl PathMonitor {
             resumed_at: None,
             queue_bytes: 0.0,
             queue_at: None,
+            bytes_sent: 0,
+            probes_in_flight: VecDeque::with_capacity(PROBES_REMEMBERED),
             sent_share: 0.0,
             peer_epoch: None,
             peer_probe: None,
@@ -264,14 +281,35 @@ impl PathMonitor {
 
     /// Bytes per microsecond the scheduler assumes the path drains: its
     /// capacity where that was measured, else a little more than it has
-    /// carried so far, so that its share can grow until a queue shows.
+    /// carried so far, so that its share can grow until a queue shows;
+    /// before any measurement, the initial guess as it is.
     fn rate_bytes_per_us(&self) -> f64 {
-        let gain = if self.rate.get().is_some() {
-            1.0
-        } else {
+        let gain = if self.rate.get().is_none() && self.rate_unqueued.get().is_some() {
             RATE_GAIN
+        } else {
+            1.0
         };
         self.capacity() * gain / 1e6
+    }
+
+    /// Set the queue model from what the echo of probe `number` measured:
+    /// the queue the probe met, plus what was sent after it, less what the
+    /// path drained since. Both ways: a rate estimate a little low or high
+    /// makes the model drift between echoes, and a model that only rises
+    /// would keep a path idle while its real queue runs dry.
+    fn resync_queue(&mut self, now: Instant, number: u32) {
+        self.drain_queue(now);
+        while self.probes_in_flight.front().is_some_and(|p| p.number < number) {
+            self.probes_in_flight.pop_front();
+        }
+        let Some(probe) = self.probes_in_flight.front().filter(|p| p.number == number) else {
+            return;
+        };
+        let rate = self.rate_bytes_per_us();
+        let met = self.owd_out.latest_queueing() * rate;
+        let sent_since = (self.bytes_sent - probe.bytes_sent) as f64;
+        let drained = now.saturating_duration_since(probe.at).as_micros() as f64 * rate;
+        self.queue_bytes = (met + sent_since - drained).max(0.0);
     }
 
     fn drain_queue(&mut self, now: Instant) {
@@ -457,6 +495,7 @@ impl Multipath {
         let p = &mut self.paths[i];
         p.drain_queue(now);
         p.queue_bytes += len as f64;
+        p.bytes_sent += len as u64;
         if !p.busy(now) {
             // Becoming busy: probe sooner, to notice a failure sooner.
             p.next_probe = p.next_probe.map(|t| t.min(now + PROBE_BUSY));
@@ -585,11 +624,7 @@ impl Multipath {
                 now,
                 probe.echo_arrived_us as i64 - probe.echo_sent_us as i64,
             );
-            // The queue the probe met is real; the model may only have
-            // underestimated it (what was sent since is in the model too).
-            p.drain_queue(now);
-            let measured = p.owd_out.latest_queueing() * p.rate_bytes_per_us();
-            p.queue_bytes = p.queue_bytes.max(measured);
+            p.resync_queue(now, probe.echo_number);
         }
 
         // What the peer received of our data: delivery rate and loss.
@@ -696,6 +731,14 @@ impl Multipath {
             .position(|p| p.next_probe.is_some_and(|t| t <= now))?;
         let p = &mut self.paths[i];
         p.probes_sent += 1;
+        if p.probes_in_flight.len() == PROBES_REMEMBERED {
+            p.probes_in_flight.pop_front();
+        }
+        p.probes_in_flight.push_back(SentProbe {
+            number: p.probes_sent,
+            at: now,
+            bytes_sent: p.bytes_sent,
+        });
         let interval = if p.busy(now) { PROBE_BUSY } else { PROBE_IDLE };
         p.next_probe = Some(now + interval);
         let echo = p.peer_probe.unwrap_or(PeerProbe {
