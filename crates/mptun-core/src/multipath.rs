@@ -299,7 +299,11 @@ impl PathMonitor {
     /// would keep a path idle while its real queue runs dry.
     fn resync_queue(&mut self, now: Instant, number: u32) {
         self.drain_queue(now);
-        while self.probes_in_flight.front().is_some_and(|p| p.number < number) {
+        while self
+            .probes_in_flight
+            .front()
+            .is_some_and(|p| p.number < number)
+        {
             self.probes_in_flight.pop_front();
         }
         let Some(probe) = self.probes_in_flight.front().filter(|p| p.number == number) else {

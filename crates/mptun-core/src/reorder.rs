@@ -111,6 +111,10 @@ impl Default for HoldHistogram {
 const HOLD_BUCKET_US: u64 = 250;
 const HOLD_BUCKETS: usize = 1000;
 
+/// Time over which the hold learned from a large reordering falls most of
+/// the way (1 - 1/e) back to what the gaps since call for.
+const HOLD_FORGET: Duration = Duration::from_secs(10);
+
 impl HoldHistogram {
     fn record(&mut self, held: Duration) {
         let bucket = (held.as_micros() as u64 / HOLD_BUCKET_US) as usize;
@@ -178,6 +182,8 @@ pub struct ReorderBuffer {
     /// did get filled stayed open, with headroom; doubled when a packet
     /// arrives after its gap was given up on.
     learned: Duration,
+    /// When `learned` was last brought towards the latest gap.
+    learned_at: Option<Instant>,
     /// Sequence numbers recently given up on by the timer, to recognise
     /// them if they turn up late after all.
     timed_out: VecDeque<Seq>,
@@ -203,6 +209,7 @@ impl ReorderBuffer {
             waits: HoldHistogram::default(),
             hint: None,
             learned: Duration::ZERO,
+            learned_at: None,
             timed_out: VecDeque::new(),
             spare: Vec::new(),
             stats: ReorderStats::default(),
@@ -234,14 +241,21 @@ impl ReorderBuffer {
         }
     }
 
-    /// Learn from a gap that was filled after staying open for `open`.
-    fn learn_gap(&mut self, open: Duration) {
+    /// Learn from a gap filled at `now` after staying open for `open`.
+    fn learn_gap(&mut self, now: Instant, open: Duration) {
         let target = open * 5 / 4 + Duration::from_millis(1);
+        let elapsed = self
+            .learned_at
+            .map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
+        self.learned_at = Some(now);
         if target > self.learned {
             self.learned = target;
         } else {
-            // Forget slowly: one large reordering is worth remembering.
-            self.learned -= (self.learned - target) / 256;
+            // Forget over seconds, not over packets: at tens of thousands of
+            // gaps a second, forgetting per gap undid a lesson within
+            // milliseconds, and the next late packet was lost again.
+            let fraction = (elapsed.as_secs_f64() / HOLD_FORGET.as_secs_f64()).min(1.0);
+            self.learned -= (self.learned - target).mul_f64(fraction);
         }
     }
 
@@ -306,7 +320,7 @@ impl ReorderBuffer {
 
         if offset == 0 {
             if let Some(&(oldest, _)) = self.arrivals.front() {
-                self.learn_gap(now.saturating_duration_since(oldest));
+                self.learn_gap(now, now.saturating_duration_since(oldest));
             }
             if self.ready.is_empty() {
                 self.advance_past_front();
@@ -690,6 +704,39 @@ mod tests {
         }
         h.tick(1000);
         assert!(h.buf.hold() <= Duration::from_millis(20));
+    }
+
+    #[test]
+    fn a_learned_hold_is_forgotten_over_seconds_not_packets() {
+        let mut h = Harness::new(config());
+        h.buf.set_hold_hint(Some(Duration::from_millis(2)));
+        // A gap filled after 8 ms: wait 11 ms from now on.
+        h.feed(0, P0, 0);
+        h.feed(1, P0, 2);
+        h.feed(9, P1, 1);
+        assert_eq!(h.buf.hold(), Duration::from_millis(11));
+        // A thousand small reorderings in the next second (two packets
+        // swapped, filled at once) leave most of the lesson in place...
+        let mut seq = 3;
+        let mut swap_pair = |h: &mut Harness, ms: u64| {
+            h.feed(ms, P1, seq + 1);
+            h.feed(ms, P0, seq);
+            seq += 2;
+        };
+        for ms in 10..1010 {
+            swap_pair(&mut h, ms);
+        }
+        let after_1s = h.buf.hold();
+        assert!(after_1s >= Duration::from_millis(9), "{after_1s:?}");
+        // ...and half a minute of them brings the hold back down.
+        for k in 0..3000u64 {
+            swap_pair(&mut h, 1010 + k * 10);
+        }
+        assert!(
+            h.buf.hold() <= Duration::from_millis(3),
+            "{:?}",
+            h.buf.hold()
+        );
     }
 
     #[test]

@@ -805,3 +805,36 @@ impl Clocks {
         self.instant.checked_sub(age).unwrap_or(self.instant)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stamp(wall: Duration) -> Option<libc::timespec> {
+        Some(libc::timespec {
+            tv_sec: wall.as_secs() as libc::time_t,
+            tv_nsec: wall.subsec_nanos() as libc::c_long,
+        })
+    }
+
+    #[test]
+    fn receive_stamps_become_instants_that_far_back() {
+        let clocks = Clocks::now();
+        let ms = Duration::from_millis(1);
+        assert_eq!(
+            clocks.instant_of(stamp(clocks.wall - 3 * ms)),
+            clocks.instant - 3 * ms
+        );
+        // No stamp, or one from the future (a wall clock step): now.
+        assert_eq!(clocks.instant_of(None), clocks.instant);
+        assert_eq!(
+            clocks.instant_of(stamp(clocks.wall + 3 * ms)),
+            clocks.instant
+        );
+        // Never further back than a frame can have waited unread.
+        assert_eq!(
+            clocks.instant_of(stamp(clocks.wall - 10 * MAX_SLEEP)),
+            clocks.instant - MAX_SLEEP
+        );
+    }
+}

@@ -219,3 +219,38 @@ fn probe_clocks_drifting_apart_do_not_flap_a_path() {
     }
     assert_eq!(events, vec![PathState::Up], "flapped: {events:?}");
 }
+
+#[test]
+fn the_queue_model_follows_echoes_down_as_well_as_up() {
+    // One path, its rate unmeasured (100 Mbit/s assumed), fed at that rate
+    // after a 40 ms burst: only the echoes can tell how much of the burst
+    // is really still queued.
+    let mut pair = Pair::new(&[5]);
+    pair.run(0, 1000);
+    let t = pair.t0 + 1000 * MS;
+    for _ in 0..400 {
+        pair.a.handle_outbound(t, 1250);
+    }
+    let model_ms = |pair: &Pair| pair.a.estimate(PathId(0)).model_queue_ms;
+    assert!((model_ms(&pair) - 40.0).abs() < 1.0, "{}", model_ms(&pair));
+    let feed = |pair: &mut Pair, from_ms: u64, until_ms: u64| {
+        for ms in from_ms..until_ms {
+            for _ in 0..10 {
+                pair.a
+                    .handle_outbound(pair.t0 + Duration::from_millis(ms), 1250);
+            }
+            pair.run(ms, ms + 1);
+        }
+    };
+    // The probes meet no queue: the path drained faster than assumed.
+    feed(&mut pair, 1000, 1300);
+    assert!(model_ms(&pair) < 5.0, "model {} ms", model_ms(&pair));
+    // Now they meet 20 ms of queue.
+    pair.delays[0] = Some(25 * MS);
+    feed(&mut pair, 1300, 1600);
+    assert!(
+        (model_ms(&pair) - 20.0).abs() < 5.0,
+        "model {} ms",
+        model_ms(&pair)
+    );
+}
