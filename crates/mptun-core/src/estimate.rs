@@ -148,6 +148,11 @@ impl WindowedMax {
             self.samples.pop_back();
         }
         self.samples.push_back((now, value));
+        self.expire(now);
+    }
+
+    /// Forget the samples older than the window.
+    pub fn expire(&mut self, now: Instant) {
         while self
             .samples
             .front()
@@ -215,5 +220,10 @@ mod tests {
         assert_eq!(m.get(), Some(100.0));
         m.update(at(1200), 60.0);
         assert_eq!(m.get(), Some(60.0));
+        // With no new sample, the last one goes when its time is up.
+        m.expire(at(2100));
+        assert_eq!(m.get(), Some(60.0));
+        m.expire(at(2300));
+        assert_eq!(m.get(), None);
     }
 }

@@ -54,6 +54,9 @@ const INITIAL_RATE: f64 = 12.5e6;
 const CONGESTED_US: f64 = 10_000.0;
 /// Queueing delay above which a path's delivery rate is its capacity.
 const QUEUED_US: f64 = 1000.0;
+/// Bytes a delivery-rate sample must cover to count as capacity: a few
+/// packets in an interval say more about the sender than about the path.
+const QUEUED_MIN_BYTES: u64 = 16 * 1024;
 /// Headroom over the measured delivery rate, so a path's share can grow
 /// when it has capacity to spare (as BBR's probing gain).
 const RATE_GAIN: f64 = 1.25;
@@ -284,10 +287,13 @@ impl PathMonitor {
     /// carried so far, so that its share can grow until a queue shows;
     /// before any measurement, the initial guess as it is.
     fn rate_bytes_per_us(&self) -> f64 {
-        let gain = if self.rate.get().is_none() && self.rate_unqueued.get().is_some() {
-            RATE_GAIN
-        } else {
-            1.0
+        let gain = match (self.rate.get(), self.rate_unqueued.get()) {
+            // The capacity is known only as what the path carried, a lower
+            // bound (no queued sample, or a smaller one that proves nothing:
+            // without this, one small sample kept a path at a trickle).
+            (None, Some(_)) => RATE_GAIN,
+            (Some(queued), Some(carried)) if queued < carried => RATE_GAIN,
+            _ => 1.0,
         };
         self.capacity() * gain / 1e6
     }
@@ -644,9 +650,13 @@ impl Multipath {
                 // Counters went back: the peer's receive state restarted.
             } else if dt > 0 {
                 let bytes = fb.rx_bytes - last.rx_bytes;
+                // Old samples leave the filters even when no new one comes
+                // (a path the scheduler stopped using sends none).
+                p.rate.expire(now);
+                p.rate_unqueued.expire(now);
                 if bytes > 0 {
                     let rate = bytes as f64 * 1e6 / dt as f64;
-                    if p.owd_out.queueing() > QUEUED_US {
+                    if p.owd_out.queueing() > QUEUED_US && bytes >= QUEUED_MIN_BYTES {
                         p.rate.update(now, rate);
                     } else {
                         p.rate_unqueued.update(now, rate);

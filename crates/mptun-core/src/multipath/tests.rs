@@ -254,3 +254,29 @@ fn the_queue_model_follows_echoes_down_as_well_as_up() {
         model_ms(&pair)
     );
 }
+
+#[test]
+fn a_trickle_through_a_queue_does_not_pass_for_the_path_capacity() {
+    // Path 1 shows 3 ms of queue while carrying a trickle (one small packet
+    // per 50 ms): that says nothing of its capacity, and must not keep it
+    // from carrying its share when load comes.
+    let mut pair = Pair::new(&[5, 5]);
+    pair.run(0, 1000);
+    pair.delays[1] = Some(8 * MS);
+    for (k, ms) in (1000..1500u64).step_by(50).enumerate() {
+        let trailer = Trailer {
+            seq: Seq(k as u32),
+            path_seq: Seq(k as u32),
+            epoch: 1,
+            paths_in_use: PathSet(0b10),
+            kind: Kind::Data,
+        };
+        pair.b.handle_data_received(PathId(1), &trailer, 200);
+        pair.run(ms, ms + 50);
+    }
+    let now = pair.t0 + 1500 * MS;
+    let on_path_1 = (0..200)
+        .filter(|_| pair.a.handle_outbound(now, 1250).unwrap().0 == PathId(1))
+        .count();
+    assert!(on_path_1 >= 60, "{on_path_1} of 200 on path 1");
+}
