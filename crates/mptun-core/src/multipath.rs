@@ -287,13 +287,10 @@ impl PathMonitor {
     /// carried so far, so that its share can grow until a queue shows;
     /// before any measurement, the initial guess as it is.
     fn rate_bytes_per_us(&self) -> f64 {
-        let gain = match (self.rate.get(), self.rate_unqueued.get()) {
-            // The capacity is known only as what the path carried, a lower
-            // bound (no queued sample, or a smaller one that proves nothing:
-            // without this, one small sample kept a path at a trickle).
-            (None, Some(_)) => RATE_GAIN,
-            (Some(queued), Some(carried)) if queued < carried => RATE_GAIN,
-            _ => 1.0,
+        let gain = if self.rate.get().is_none() && self.rate_unqueued.get().is_some() {
+            RATE_GAIN
+        } else {
+            1.0
         };
         self.capacity() * gain / 1e6
     }
