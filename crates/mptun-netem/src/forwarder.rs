@@ -490,18 +490,12 @@ impl PathWorker {
         unsafe {
             libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
         }
-        let mut fds = [
-            libc::pollfd {
-                fd: self.sa.fd.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: self.sb.fd.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-        ];
+        // Which socket each entry watches is set before every ppoll.
+        let mut fds = [libc::pollfd {
+            fd: -1,
+            events: libc::POLLIN,
+            revents: 0,
+        }; 2];
         // Whether each socket may hold frames not read yet.
         let mut unread = [true, true];
         while !self.stop.load(Ordering::Relaxed) {
