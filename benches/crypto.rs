@@ -19,7 +19,8 @@
 //! Throughput is the inner packet's bytes per second.
 
 use std::hint::black_box;
-use std::time::Duration;
+
+mod common;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use mptun_core::{Kind, PathSet, Seq, Trailer, TRAILER_LEN};
@@ -178,10 +179,7 @@ fn bench_crypto(c: &mut Criterion) {
 
 criterion_group! {
     name = benches;
-    config = Criterion::default()
-        .sample_size(20)
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(2));
+    config = common::quick();
     targets = bench_crypto
 }
 criterion_main!(benches);

@@ -11,6 +11,8 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+mod common;
+
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use mptun_core::{Multipath, PathId, Policy, WeightedRoundRobin};
 
@@ -87,10 +89,7 @@ fn bench_scheduler(c: &mut Criterion) {
 
 criterion_group! {
     name = benches;
-    config = Criterion::default()
-        .sample_size(20)
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(2));
+    config = common::quick();
     targets = bench_scheduler
 }
 criterion_main!(benches);

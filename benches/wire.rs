@@ -8,7 +8,8 @@
 //! throughput is reported in packets (elements) per second.
 
 use std::hint::black_box;
-use std::time::Duration;
+
+mod common;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use mptun_core::{Kind, PathSet, Seq, Trailer, TRAILER_LEN};
@@ -60,10 +61,7 @@ fn bench_wire(c: &mut Criterion) {
 
 criterion_group! {
     name = benches;
-    config = Criterion::default()
-        .sample_size(30)
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(2));
+    config = common::quick().sample_size(30);
     targets = bench_wire
 }
 criterion_main!(benches);
