@@ -1,8 +1,9 @@
 //! The sans-IO core in a simulated network, with virtual time: two sites,
 //! each a `Multipath` (numbering, probes, scheduler, failover) and a
 //! `ReorderBuffer`, joined by seeded links with delay, rate, a drop-tail
-//! queue and loss. A paced source on site A offers traffic to site B. Runs
-//! in milliseconds of real time per simulated second, deterministically.
+//! queue and loss. A paced source on site A offers traffic to site B; B asks
+//! for lost packets again and A resends them from its log. Runs in
+//! milliseconds of real time per simulated second, deterministically.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -10,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use mptun_core::{
     Multipath, PathId, PathState, Policy, Probe, ReorderBuffer, ReorderConfig, ReorderStats,
-    Trailer, Verdict,
+    SentLog, Seq, Trailer, Verdict,
 };
 
 const PACKET: usize = 1400;
@@ -78,6 +79,45 @@ struct SimPath {
 enum Payload {
     Data(Trailer),
     Probe(Probe, u32),
+    /// Lost sequence numbers of the sender's epoch, asked for again.
+    Nack(u32, Vec<Seq>),
+}
+
+/// What is on the wire: arrival times, and what arrives.
+#[derive(Default)]
+struct Wire {
+    due: BinaryHeap<Reverse<(Instant, u64)>>,
+    in_flight: std::collections::HashMap<u64, Arrival>,
+    order: u64,
+}
+
+impl Wire {
+    /// Send `len` bytes over `link`; they arrive unless the link drops them.
+    fn send(&mut self, link: &mut Link, now: Instant, len: usize, rng: &mut Rng, what: Arrival) {
+        if let Some(at) = link.send(now, len, rng) {
+            self.order += 1;
+            self.due.push(Reverse((at, self.order)));
+            self.in_flight.insert(self.order, what);
+        }
+    }
+
+    fn next_due(&self) -> Option<Instant> {
+        self.due.peek().map(|Reverse((t, _))| *t)
+    }
+
+    /// Take the next arrival due by `now`.
+    fn arrival(&mut self, now: Instant) -> Option<Arrival> {
+        while let Some(&Reverse((t, id))) = self.due.peek() {
+            if t > now {
+                return None;
+            }
+            self.due.pop();
+            if let Some(arrival) = self.in_flight.remove(&id) {
+                return Some(arrival);
+            }
+        }
+        None
+    }
 }
 
 struct Arrival {
@@ -97,6 +137,8 @@ struct Report {
     hold_p99: Option<Duration>,
     /// Time from a cut to the path being marked down at the sender.
     down_after: Option<Duration>,
+    /// Packets the sender resent on request.
+    resent: u64,
     shares: Vec<f64>,
 }
 
@@ -155,9 +197,8 @@ impl Sim {
             b.set_session(t0, PathId(i as u8), true);
         }
         let mut rx = ReorderBuffer::new(ReorderConfig::default());
-        let mut wire: BinaryHeap<Reverse<(Instant, u64)>> = BinaryHeap::new();
-        let mut in_flight: std::collections::HashMap<u64, Arrival> = Default::default();
-        let mut order = 0u64;
+        let mut sent = SentLog::new(ReorderConfig::default().capacity);
+        let mut wire = Wire::default();
         let interval = Duration::from_secs_f64(PACKET as f64 * 8.0 / (self.offered_mbit * 1e6));
         let end = t0 + Duration::from_secs_f64(self.seconds);
         let mut next_send = t0 + Duration::from_millis(500); // let probes measure first
@@ -175,8 +216,8 @@ impl Sim {
         while now < end {
             // The next thing to happen.
             let mut next = next_send.min(end);
-            if let Some(Reverse((t, _))) = wire.peek() {
-                next = next.min(*t);
+            if let Some(t) = wire.next_due() {
+                next = next.min(t);
             }
             for deadline in [a.poll_timeout(), b.poll_timeout(), rx.poll_timeout()]
                 .into_iter()
@@ -222,18 +263,12 @@ impl Sim {
                     } else {
                         &mut self.paths[path.index()].to_a
                     };
-                    if let Some(at) = link.send(now, 100, &mut rng) {
-                        order += 1;
-                        wire.push(Reverse((at, order)));
-                        in_flight.insert(
-                            order,
-                            Arrival {
-                                to_b,
-                                path,
-                                payload: Payload::Probe(probe, trailer.epoch),
-                            },
-                        );
-                    }
+                    let probe = Arrival {
+                        to_b,
+                        path,
+                        payload: Payload::Probe(probe, trailer.epoch),
+                    };
+                    wire.send(link, now, 100, &mut rng, probe);
                 }
             }
             while let Some(e) = a.poll_event() {
@@ -248,6 +283,7 @@ impl Sim {
                 }
             }
             rx.set_hold_hint(b.hold_hint(now));
+            rx.set_repair_hint(b.repair_hint());
             rx.handle_timeout(now);
 
             // The source.
@@ -255,34 +291,20 @@ impl Sim {
                 report.offered += 1;
                 if let Some((path, trailer)) = a.handle_outbound(next_send, PACKET) {
                     sent_per_path[path.index()] += 1;
-                    if let Some(at) = self.paths[path.index()]
-                        .to_b
-                        .send(next_send, PACKET, &mut rng)
-                    {
-                        order += 1;
-                        wire.push(Reverse((at, order)));
-                        in_flight.insert(
-                            order,
-                            Arrival {
-                                to_b: true,
-                                path,
-                                payload: Payload::Data(trailer),
-                            },
-                        );
-                    }
+                    sent.record(trailer.seq, &trailer.seq.0.to_be_bytes());
+                    let data = Arrival {
+                        to_b: true,
+                        path,
+                        payload: Payload::Data(trailer),
+                    };
+                    let link = &mut self.paths[path.index()].to_b;
+                    wire.send(link, next_send, PACKET, &mut rng, data);
                 }
                 next_send += interval;
             }
 
             // Arrivals.
-            while let Some(&Reverse((t, id))) = wire.peek() {
-                if t > now {
-                    break;
-                }
-                wire.pop();
-                let Some(arrival) = in_flight.remove(&id) else {
-                    continue;
-                };
+            while let Some(arrival) = wire.arrival(now) {
                 match arrival.payload {
                     Payload::Probe(probe, epoch) => {
                         let side = if arrival.to_b { &mut b } else { &mut a };
@@ -295,6 +317,39 @@ impl Sim {
                             == Verdict::DeliverNow
                         {
                             deliver(&mut report, &mut expected_seq, trailer.seq.0, now - t0);
+                        }
+                        let nacks = rx.poll_nacks();
+                        if !nacks.is_empty() {
+                            let epoch = rx.epoch().unwrap_or(0);
+                            for path in b.nack_paths().iter() {
+                                let nack = Arrival {
+                                    to_b: false,
+                                    path,
+                                    payload: Payload::Nack(epoch, nacks.clone()),
+                                };
+                                let link = &mut self.paths[path.index()].to_a;
+                                wire.send(link, now, 100, &mut rng, nack);
+                            }
+                        }
+                    }
+                    Payload::Nack(epoch, seqs) => {
+                        if epoch != a.epoch() {
+                            continue;
+                        }
+                        for seq in seqs {
+                            if sent.take_for_resend(seq).is_none() {
+                                continue;
+                            }
+                            report.resent += 1;
+                            if let Some((path, trailer)) = a.handle_repair(now, seq, PACKET) {
+                                let data = Arrival {
+                                    to_b: true,
+                                    path,
+                                    payload: Payload::Data(trailer),
+                                };
+                                let link = &mut self.paths[path.index()].to_b;
+                                wire.send(link, now, PACKET, &mut rng, data);
+                            }
                         }
                     }
                 }
@@ -339,9 +394,12 @@ fn run(name: &str, sim: Sim) -> Report {
     let seed = sim.seed;
     let report = sim.run();
     eprintln!(
-        "{name} (seed {seed}): {:.1}% delivered, shares {:?}, skipped {} lost / {} timeout, hold p99 {:?}, down after {:?}",
+        "{name} (seed {seed}): {:.2}% delivered, shares {:?}, repaired {} of {} asked ({} resent), skipped {} lost / {} timeout, hold p99 {:?}, down after {:?}",
         100.0 * report.delivered as f64 / report.offered.max(1) as f64,
         report.shares.iter().map(|s| (s * 100.0).round()).collect::<Vec<_>>(),
+        report.stats.repaired,
+        report.stats.repairs_requested,
+        report.resent,
         report.stats.skipped_loss,
         report.stats.skipped_timeout,
         report.hold_p99,
@@ -398,7 +456,7 @@ fn skewed_rate_paths_get_shares_by_capacity() {
 }
 
 #[test]
-fn a_lossy_path_is_set_aside_and_gaps_released_on_evidence() {
+fn a_lossy_path_is_repaired_and_a_very_lossy_one_set_aside() {
     for (loss, seed) in [(0.01, 4), (0.05, 5)] {
         // The lossy path is the fastest, so the scheduler wants it first.
         let paths = [(100.0, 2, loss), (100.0, 5, 0.0), (100.0, 5, 0.0)];
@@ -406,24 +464,37 @@ fn a_lossy_path_is_set_aside_and_gaps_released_on_evidence() {
             &format!("{}% loss", loss * 100.0),
             Sim::new(seed, &paths, 180.0, 6.0),
         );
+        let s = r.stats;
         assert!(
-            r.stats.skipped_loss > 0,
+            s.repairs_requested > 0,
             "the lossy path was never used: {:?}",
             r.shares
         );
-        assert!(r.shares[0] < 0.2, "lossy path kept {:?}", r.shares);
-        // Once it is set aside, the clean paths carry what is offered.
+        // Gaps are found lost on evidence: every one is either repaired or
+        // released at once, hardly any waits for the timer.
+        let gaps = s.repaired + s.skipped_loss + s.skipped_timeout;
         assert!(
-            r.mbps(3.0, 6.0) > 0.97 * 180.0,
-            "{:.1} Mbit/s at {loss}",
-            r.mbps(3.0, 6.0)
+            (s.repaired + s.skipped_loss) as f64 >= 0.95 * gaps as f64,
+            "{s:?}"
         );
-        let gaps = r.stats.skipped_loss + r.stats.skipped_timeout;
-        assert!(
-            r.stats.skipped_loss as f64 >= 0.95 * gaps as f64,
-            "{:?}",
-            r.stats
-        );
+        if loss < 0.02 {
+            // Worth keeping: nearly every loss is repaired.
+            assert!(r.shares[0] > 0.25, "lossy path dropped {:?}", r.shares);
+            assert!(
+                s.repaired as f64 >= 0.98 * s.repairs_requested as f64,
+                "{s:?}"
+            );
+            assert!(fraction(&r) > 0.995, "delivered {:.4}", fraction(&r));
+        } else {
+            // Too many repairs to wait for: set aside, and the clean paths
+            // carry what is offered.
+            assert!(r.shares[0] < 0.2, "lossy path kept {:?}", r.shares);
+            assert!(
+                r.mbps(3.0, 6.0) > 0.97 * 180.0,
+                "{:.1} Mbit/s at {loss}",
+                r.mbps(3.0, 6.0)
+            );
+        }
     }
 }
 

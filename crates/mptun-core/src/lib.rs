@@ -17,12 +17,18 @@
 //!                adaptive hold)                                             │
 //!  Multipath::handle_probe <── RTT, one-way delays, rate, loss, liveness <──┘
 //! ```
+//!
+//! A gap the receiver knows is lost goes back to the sender as a NACK
+//! ([`repair`]); the sender resends the packet from its [`SentLog`] on the
+//! path where it arrives soonest, and the reorder buffer waits one repair
+//! time for it instead of releasing the gap.
 
 pub mod control;
 pub mod estimate;
 pub mod multipath;
 pub mod path;
 pub mod reorder;
+pub mod repair;
 pub mod scheduler;
 pub mod seq;
 pub mod wire;
@@ -31,6 +37,7 @@ pub use control::Probe;
 pub use multipath::{Multipath, PathEstimate, PathEvent, PathState, Policy};
 pub use path::{PathId, PathSet, MAX_PATHS};
 pub use reorder::{DropReason, HoldHistogram, ReorderBuffer, ReorderConfig, ReorderStats, Verdict};
+pub use repair::SentLog;
 pub use scheduler::WeightedRoundRobin;
 pub use seq::Seq;
 pub use wire::{Kind, Trailer, WireError, TRAILER_LEN};

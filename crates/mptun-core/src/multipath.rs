@@ -35,8 +35,10 @@ pub const DOWN_AFTER_MIN: Duration = Duration::from_millis(120);
 pub const DOWN_AFTER_MAX: Duration = Duration::from_millis(290);
 /// A path that has sent data this recently is busy.
 const BUSY_WINDOW: Duration = Duration::from_millis(100);
-/// Loss above which a path is set aside while another is clean.
-const LOSS_SET_ASIDE: f64 = 0.005;
+/// Loss above which a path is set aside while another is clean. Repairs
+/// hide a path's losses from the inner flow, at the cost of a round trip's
+/// wait for each: worth it for a few losses, not for many.
+const LOSS_SET_ASIDE: f64 = 0.02;
 /// Loss below which a path counts as clean.
 const LOSS_CLEAN: f64 = 0.002;
 /// Packets a path must have carried before its loss is judged.
@@ -477,7 +479,48 @@ impl Multipath {
     /// Pick the path for a data packet of `len` bytes and number it; `None`
     /// when no path can carry it.
     pub fn handle_outbound(&mut self, now: Instant, len: usize) -> Option<(PathId, Trailer)> {
+        let picked = self.send_as(now, self.next_seq, len, self.paths_in_use(), false)?;
+        self.next_seq = self.next_seq.next();
+        Some(picked)
+    }
+
+    /// Pick the path to resend the data packet numbered `seq`, of `len`
+    /// bytes, that the peer asked for again; `None` when no path can carry
+    /// it. It keeps its number and takes the next one of its new path. A
+    /// path that is losing packets carries no repairs while a clean one can.
+    pub fn handle_repair(
+        &mut self,
+        now: Instant,
+        seq: Seq,
+        len: usize,
+    ) -> Option<(PathId, Trailer)> {
         let in_use = self.paths_in_use();
+        let mut clean = PathSet::default();
+        for path in in_use.iter() {
+            if self.paths[path.index()].loss < LOSS_CLEAN {
+                clean.insert(path);
+            }
+        }
+        let candidates = if clean == PathSet::default() {
+            in_use
+        } else {
+            clean
+        };
+        self.send_as(now, seq, len, candidates, true)
+    }
+
+    /// Pick a path among `in_use` for `len` bytes numbered `seq`, and
+    /// account for them there. A repair does not make its path one the
+    /// receiver must wait on for gaps: nothing sent after it follows it
+    /// there.
+    fn send_as(
+        &mut self,
+        now: Instant,
+        seq: Seq,
+        len: usize,
+        in_use: PathSet,
+        repair: bool,
+    ) -> Option<(PathId, Trailer)> {
         let path = match &mut self.policy {
             Policy::RoundRobin(rr) => rr.pick(|p| in_use.contains(p))?,
             Policy::Adaptive { caps } => {
@@ -491,18 +534,20 @@ impl Multipath {
         let mut carrying = self.recently_used(now);
         carrying.insert(path);
         let trailer = Trailer {
-            seq: self.next_seq,
+            seq,
             path_seq: self.path_seq[i],
             epoch: self.epoch,
             paths_in_use: carrying,
             kind: Kind::Data,
         };
-        self.next_seq = self.next_seq.next();
         self.path_seq[i] = self.path_seq[i].next();
         let p = &mut self.paths[i];
         p.drain_queue(now);
         p.queue_bytes += len as f64;
         p.bytes_sent += len as u64;
+        if repair {
+            return Some((path, trailer));
+        }
         if !p.busy(now) {
             // Becoming busy: probe sooner, to notice a failure sooner.
             p.next_probe = p.next_probe.map(|t| t.min(now + PROBE_BUSY));
@@ -859,6 +904,39 @@ impl Multipath {
             - delays.iter().copied().fold(f64::MAX, f64::min);
         let jitter = live.iter().map(|p| p.owd_in.jitter()).fold(0.0, f64::max);
         Some(Duration::from_micros((spread + 4.0 * jitter) as u64) + HOLD_FLOOR)
+    }
+
+    /// Return how long a repair should take: a NACK to the peer and the
+    /// packet back, about a round trip of the fastest path (whose queue
+    /// towards us the resent packet waits in too), with margins; `None`
+    /// until a round trip is measured.
+    pub fn repair_hint(&self) -> Option<Duration> {
+        let fastest = self
+            .paths
+            .iter()
+            .filter(|p| p.state == PathState::Up)
+            .filter_map(|p| Some((p.rtt.srtt_us()?, p.rtt.rttvar_us())))
+            .min_by(|a, b| a.0.total_cmp(&b.0))?;
+        let us = 1.25 * fastest.0 + 4.0 * fastest.1;
+        Some(Duration::from_micros(us as u64) + HOLD_FLOOR)
+    }
+
+    /// Return the paths to send a NACK on: the two with the shortest round
+    /// trip that are up, so one loss does not lose the NACK.
+    pub fn nack_paths(&self) -> PathSet {
+        let mut up: Vec<(f64, usize)> = self
+            .paths
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.can_carry())
+            .map(|(i, p)| (p.rtt.srtt_us().unwrap_or(f64::MAX), i))
+            .collect();
+        up.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let mut set = PathSet::default();
+        for &(_, i) in up.iter().take(2) {
+            set.insert(PathId(i as u8));
+        }
+        set
     }
 
     /// Return what is known of a path, for status output.

@@ -86,6 +86,10 @@ pub struct ReorderStats {
     pub dropped_foreign_epoch: u64,
     /// Times a new sender epoch was adopted after the first.
     pub epoch_changes: u64,
+    /// Lost packets asked for again (see [`ReorderBuffer::poll_nacks`]).
+    pub repairs_requested: u64,
+    /// Of those, packets that came in time to fill their gap.
+    pub repaired: u64,
 }
 
 struct Held {
@@ -181,12 +185,26 @@ pub struct ReorderBuffer {
     /// The hold the reordering seen so far calls for: how long gaps that
     /// did get filled stayed open, with headroom; doubled when a packet
     /// arrives after its gap was given up on.
-    learned: Duration,
-    /// When `learned` was last brought towards the latest gap.
-    learned_at: Option<Instant>,
+    learned: Learned,
     /// Sequence numbers recently given up on by the timer, to recognise
     /// them if they turn up late after all.
     timed_out: VecDeque<Seq>,
+    /// How long a repair is expected to take, if repairs are asked for.
+    repair_hint: Option<Duration>,
+    /// How long the repairs seen so far took, with headroom.
+    repair_learned: Learned,
+    /// Every gap before this was looked at for loss evidence.
+    nack_cursor: Seq,
+    /// Lost sequence numbers to ask the sender for, not taken yet.
+    nacks: Vec<Seq>,
+    /// When the packet before the one being taken in arrived.
+    last_arrival: Option<Instant>,
+    /// Repairs asked for and not received yet, with when they were asked,
+    /// in sequence order.
+    awaiting: VecDeque<(Seq, Instant)>,
+    /// Sequence numbers recently given up on while awaiting a repair, to
+    /// recognise the repair if it turns up late.
+    unrepaired: VecDeque<Seq>,
     /// Buffers given back by the caller, reused to avoid an allocation per
     /// buffered packet.
     spare: Vec<Vec<u8>>,
@@ -208,9 +226,15 @@ impl ReorderBuffer {
             clock: None,
             waits: HoldHistogram::default(),
             hint: None,
-            learned: Duration::ZERO,
-            learned_at: None,
+            learned: Learned::default(),
             timed_out: VecDeque::new(),
+            repair_hint: None,
+            repair_learned: Learned::default(),
+            nack_cursor: Seq(0),
+            nacks: Vec::new(),
+            last_arrival: None,
+            awaiting: VecDeque::new(),
+            unrepaired: VecDeque::new(),
             spare: Vec::new(),
             stats: ReorderStats::default(),
         }
@@ -237,26 +261,33 @@ impl ReorderBuffer {
     pub fn hold(&self) -> Duration {
         match self.hint {
             None => self.config.hold,
-            Some(hint) => hint.max(self.learned).min(self.config.hold),
+            Some(hint) => hint.max(self.learned.value).min(self.config.hold),
         }
     }
 
-    /// Learn from a gap filled at `now` after staying open for `open`.
-    fn learn_gap(&mut self, now: Instant, open: Duration) {
-        let target = open * 5 / 4 + Duration::from_millis(1);
-        let elapsed = self
-            .learned_at
-            .map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
-        self.learned_at = Some(now);
-        if target > self.learned {
-            self.learned = target;
-        } else {
-            // Forget over seconds, not over packets: at tens of thousands of
-            // gaps a second, forgetting per gap undid a lesson within
-            // milliseconds, and the next late packet was lost again.
-            let fraction = (elapsed.as_secs_f64() / HOLD_FORGET.as_secs_f64()).min(1.0);
-            self.learned -= (self.learned - target).mul_f64(fraction);
-        }
+    /// Give the time a repair is expected to take (about a round trip of
+    /// the fastest path), or `None` to ask for no repairs and release every
+    /// loss at once.
+    pub fn set_repair_hint(&mut self, hint: Option<Duration>) {
+        self.repair_hint = hint;
+    }
+
+    /// Return how long a lost packet's repair is waited for, if repairs
+    /// are asked for: the larger of the hint and what repairs took so far.
+    pub fn repair_wait(&self) -> Option<Duration> {
+        let hint = self.repair_hint?;
+        Some(hint.max(self.repair_learned.value).min(self.config.hold))
+    }
+
+    /// Take the sequence numbers to ask the sender for again: each gap that
+    /// every path has delivered past, once, while repairs are asked for.
+    pub fn poll_nacks(&mut self) -> Vec<Seq> {
+        std::mem::take(&mut self.nacks)
+    }
+
+    /// Return the sender epoch being followed.
+    pub fn epoch(&self) -> Option<u32> {
+        self.epoch.map(|(epoch, _)| epoch)
     }
 
     /// Return how long buffered packets waited before release.
@@ -297,13 +328,23 @@ impl ReorderBuffer {
         }
         self.epoch = Some((epoch, now));
         self.note_progress(path, trailer);
+        self.request_repairs(now, seq);
+        self.last_arrival = Some(now);
 
         let mut offset = seq.distance_from(self.next);
         if offset < 0 {
             if let Some(i) = self.timed_out.iter().position(|&s| s == seq) {
                 // Given up on too early: wait longer from now on.
                 self.timed_out.remove(i);
-                self.learned = (self.learned.max(self.hold()) * 2).min(self.config.hold);
+                self.learned.value =
+                    (self.learned.value.max(self.hold()) * 2).min(self.config.hold);
+            }
+            if let Some(i) = self.unrepaired.iter().position(|&s| s == seq) {
+                // A repair that took longer than waited: wait longer.
+                self.unrepaired.remove(i);
+                if let Some(wait) = self.repair_wait() {
+                    self.repair_learned.value = (wait * 3 / 2).min(self.config.hold);
+                }
             }
             self.stats.dropped_stale += 1;
             return Verdict::Dropped(DropReason::Stale);
@@ -317,10 +358,20 @@ impl ReorderBuffer {
             offset = seq.distance_from(self.next);
         }
         let offset = offset as usize;
+        let repair = self.awaiting.iter().position(|&(s, _)| s == seq);
+        if let Some(i) = repair {
+            if let Some((_, asked)) = self.awaiting.remove(i) {
+                self.stats.repaired += 1;
+                self.repair_learned
+                    .learn(now, now.saturating_duration_since(asked));
+            }
+        }
 
         if offset == 0 {
-            if let Some(&(oldest, _)) = self.arrivals.front() {
-                self.learn_gap(now, now.saturating_duration_since(oldest));
+            // A repair's wait says nothing of how far paths reorder.
+            if let (Some(&(oldest, _)), None) = (self.arrivals.front(), repair) {
+                self.learned
+                    .learn(now, now.saturating_duration_since(oldest));
             }
             if self.ready.is_empty() {
                 self.advance_past_front();
@@ -369,18 +420,33 @@ impl ReorderBuffer {
 
     /// Return when [`handle_timeout`](Self::handle_timeout) must next be called.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.arrivals.front().map(|&(at, _)| at + self.hold())
+        let (at, _) = self.arrivals.front()?;
+        // A lost front gap whose repair was asked for waits for the repair,
+        // however long the hold.
+        Some(self.repair_deadline(self.next).unwrap_or(*at + self.hold()))
     }
 
-    /// Skip every gap that has been waited for as long as the hold time.
+    /// Skip every gap that has been waited for as long as the hold time,
+    /// and every lost one whose repair is overdue.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.clock = Some(now);
+        self.release_losses();
         while let Some(&(arrived, seq)) = self.arrivals.front() {
             if now.saturating_duration_since(arrived) < self.hold() {
                 break;
             }
-            // Give up on everything before the packet that waited longest;
-            // it and whatever follows it contiguously are released.
+            // Give up on everything before the packet that waited longest
+            // (it and whatever follows it contiguously are released), but
+            // not on a gap whose repair is still due.
+            let due = self.awaiting.iter().find(|&&(gap, _)| {
+                !gap.is_before(self.next)
+                    && gap.is_before(seq)
+                    && self.repair_deadline(gap).is_some_and(|d| d > now)
+            });
+            if let Some(&(gap, _)) = due {
+                self.skip_to(gap, Skip::Timeout);
+                break;
+            }
             self.skip_to(seq, Skip::Timeout);
         }
         self.release_losses();
@@ -392,6 +458,60 @@ impl ReorderBuffer {
         self.window.clear();
         self.arrivals.clear();
         self.highest.clear();
+        self.nack_cursor = seq;
+        self.nacks.clear();
+        self.awaiting.clear();
+        self.unrepaired.clear();
+    }
+
+    /// When the repair asked for `gap` is overdue, if it was asked for.
+    fn repair_deadline(&self, gap: Seq) -> Option<Instant> {
+        let &(_, asked) = self.awaiting.iter().find(|&&(s, _)| s == gap)?;
+        Some(asked + self.repair_wait().unwrap_or(Duration::ZERO))
+    }
+
+    /// Ask for a repair of every gap that every path the sender stripes
+    /// over has delivered past (so it is lost), except `arriving`, the
+    /// packet being taken in, whose slot is not filled yet.
+    ///
+    /// Only while packets come densely: after a pause longer than a repair,
+    /// the lost packet is already that old, and the packet that revealed the
+    /// loss would wait a repair time for it; released at once, it does not.
+    fn request_repairs(&mut self, now: Instant, arriving: Seq) {
+        let Some(wait) = self.repair_wait() else {
+            return;
+        };
+        let dense = self
+            .last_arrival
+            .is_some_and(|t| now.saturating_duration_since(t) < wait);
+        let mut evident: Option<Seq> = None;
+        for p in self.in_use.iter() {
+            let Some(h) = self.highest.get(p.index()).copied().flatten() else {
+                return; // a path that delivered nothing yet may have it all
+            };
+            evident = Some(match evident {
+                Some(e) if e.is_before(h) => e,
+                _ => h,
+            });
+        }
+        let Some(evident) = evident else {
+            return;
+        };
+        if self.nack_cursor.is_before(self.next) {
+            self.nack_cursor = self.next;
+        }
+        while self.nack_cursor.is_before(evident) {
+            let gap = self.nack_cursor;
+            self.nack_cursor = gap.next();
+            let offset = gap.distance_from(self.next) as usize;
+            let filled = matches!(self.window.get(offset), Some(Some(_)));
+            if !dense || filled || gap == arriving || self.awaiting.len() >= MAX_AWAITING {
+                continue;
+            }
+            self.nacks.push(gap);
+            self.awaiting.push_back((gap, now));
+            self.stats.repairs_requested += 1;
+        }
     }
 
     fn note_progress(&mut self, path: PathId, trailer: &Trailer) {
@@ -435,6 +555,17 @@ impl ReorderBuffer {
             });
             if !all_past {
                 break;
+            }
+            if let Some(&(s, asked)) = self.awaiting.front().filter(|&&(s, _)| s == gap) {
+                let wait = self.repair_wait().unwrap_or(Duration::ZERO);
+                if self.clock.is_some_and(|now| now < asked + wait) {
+                    break; // its repair may still come
+                }
+                self.awaiting.pop_front();
+                if self.unrepaired.len() == 64 {
+                    self.unrepaired.pop_front();
+                }
+                self.unrepaired.push_back(s);
             }
             self.skip_to(gap.next(), Skip::Loss);
         }
@@ -499,6 +630,45 @@ impl ReorderBuffer {
             } else {
                 break;
             }
+        }
+        while let Some(&(seq, _)) = self.awaiting.front() {
+            if seq.is_before(self.next) {
+                self.awaiting.pop_front();
+            } else {
+                break;
+            }
+        }
+    }
+}
+
+/// Most repairs awaited at once: beyond this, a path is losing more than
+/// repairs can make up for, and losses are released at once.
+const MAX_AWAITING: usize = 1024;
+
+/// A wait learned from how long gaps stayed open: raised at once by a longer
+/// one, brought down towards shorter ones over [`HOLD_FORGET`].
+#[derive(Clone, Copy, Default)]
+struct Learned {
+    value: Duration,
+    at: Option<Instant>,
+}
+
+impl Learned {
+    /// Learn from a gap filled at `now` after staying open for `open`.
+    fn learn(&mut self, now: Instant, open: Duration) {
+        let target = open * 5 / 4 + Duration::from_millis(1);
+        let elapsed = self
+            .at
+            .map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
+        self.at = Some(now);
+        if target > self.value {
+            self.value = target;
+        } else {
+            // Forget over seconds, not over packets: at tens of thousands of
+            // gaps a second, forgetting per gap undid a lesson within
+            // milliseconds, and the next late packet was lost again.
+            let fraction = (elapsed.as_secs_f64() / HOLD_FORGET.as_secs_f64()).min(1.0);
+            self.value -= (self.value - target).mul_f64(fraction);
         }
     }
 }
@@ -632,6 +802,76 @@ mod tests {
         let stats = h.buf.stats();
         assert_eq!((stats.skipped_loss, stats.skipped_timeout), (1, 0));
         assert_eq!(h.buf.poll_timeout(), None);
+    }
+
+    #[test]
+    fn a_lost_packet_is_asked_for_once_and_waited_for_until_repaired() {
+        let mut h = Harness::new(config());
+        h.buf.set_repair_hint(Some(Duration::from_millis(10)));
+        h.feed(0, P0, 0);
+        h.feed(1, P0, 2);
+        h.feed(1, P0, 4);
+        assert!(h.buf.poll_nacks().is_empty(), "path 1 may still bring 1");
+        h.feed(2, P1, 3);
+        assert_eq!(h.buf.poll_nacks(), vec![Seq(1)]);
+        assert_eq!(h.delivered, vec![0], "released before its repair was due");
+        assert_eq!(h.buf.poll_timeout(), Some(h.at(12)));
+        h.feed(3, P1, 5);
+        assert!(h.buf.poll_nacks().is_empty(), "asked twice");
+        // The repair comes on path 0, behind what that path delivered.
+        h.feed(8, P0, 1);
+        h.drain();
+        assert_eq!(h.delivered, vec![0, 1, 2, 3, 4, 5]);
+        let stats = h.buf.stats();
+        assert_eq!((stats.repairs_requested, stats.repaired), (1, 1));
+        assert_eq!((stats.skipped_loss, stats.skipped_timeout), (0, 0));
+        // Its 6 ms wait did not teach the buffer to hold reorderings longer.
+        assert_eq!(h.buf.hold(), config().hold);
+        h.buf.set_hold_hint(Some(Duration::from_millis(2)));
+        assert_eq!(h.buf.hold(), Duration::from_millis(2));
+    }
+
+    #[test]
+    fn an_overdue_repair_releases_its_gap_as_a_loss_and_lengthens_the_wait() {
+        let mut h = Harness::new(config());
+        h.buf.set_repair_hint(Some(Duration::from_millis(10)));
+        h.feed(0, P0, 0);
+        h.feed(1, P0, 3);
+        h.feed(2, P1, 4);
+        assert_eq!(h.buf.poll_nacks(), vec![Seq(1), Seq(2)], "not one by one");
+        h.tick(11);
+        assert_eq!(h.delivered, vec![0]);
+        h.tick(12);
+        assert_eq!(h.delivered, vec![0, 3, 4]);
+        let stats = h.buf.stats();
+        assert_eq!((stats.skipped_loss, stats.skipped_timeout), (2, 0));
+        assert_eq!(h.buf.poll_timeout(), None);
+        // The repair of 1 comes after all: the next wait is longer.
+        assert_eq!(h.feed(20, P0, 1), Verdict::Dropped(DropReason::Stale));
+        assert_eq!(h.buf.repair_wait(), Some(Duration::from_millis(15)));
+    }
+
+    #[test]
+    fn a_loss_found_after_a_pause_is_released_not_repaired() {
+        let mut h = Harness::new(config());
+        h.buf.set_repair_hint(Some(Duration::from_millis(10)));
+        h.feed(0, P0, 0);
+        // Sparse traffic, as a ping: 1 was lost on path 1 long ago, and
+        // waiting a repair for it would only delay 2 and 3.
+        h.feed(50, P0, 2);
+        h.feed(100, P1, 3);
+        assert!(h.buf.poll_nacks().is_empty());
+        assert_eq!(h.delivered, vec![0, 2, 3]);
+    }
+
+    #[test]
+    fn without_a_repair_hint_nothing_is_asked_for() {
+        let mut h = Harness::new(config());
+        h.feed(0, P0, 0);
+        h.feed(1, P0, 2);
+        h.feed(2, P1, 3);
+        assert!(h.buf.poll_nacks().is_empty());
+        assert_eq!(h.delivered, vec![0, 2, 3]);
     }
 
     #[test]

@@ -46,6 +46,9 @@ pub enum Kind {
     Data = 1,
     /// A probe (see [`crate::control`]), never delivered to the TUN device.
     Control = 2,
+    /// A request to resend lost data packets (see [`crate::repair`]), never
+    /// delivered to the TUN device.
+    Nack = 3,
 }
 
 /// The decoded trailer of one packet.
@@ -107,6 +110,7 @@ impl Trailer {
         let kind = match t[15] & 0x0f {
             1 => Kind::Data,
             2 => Kind::Control,
+            3 => Kind::Nack,
             _ => return Err(WireError::UnknownKind),
         };
         if t[14] != 0 {
@@ -171,7 +175,7 @@ mod tests {
         let mut bad = GOLDEN;
         bad[15] = 0x21;
         assert_eq!(Trailer::decode_suffix(&bad), Err(WireError::UnknownVersion));
-        bad[15] = 0x13;
+        bad[15] = 0x1f;
         assert_eq!(Trailer::decode_suffix(&bad), Err(WireError::UnknownKind));
         bad = GOLDEN;
         bad[14] = 1;

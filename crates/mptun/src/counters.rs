@@ -37,9 +37,11 @@ pub struct PathCounters {
     pub rx_packets: Counter,
     /// Inner bytes of those packets.
     pub rx_bytes: Counter,
+    /// Data packets resent on this path because the peer asked for them.
+    pub resent: Counter,
     /// Probes received from the peer.
     pub rx_probes: Counter,
-    /// Control messages that were not valid probes.
+    /// Control messages that were not valid probes or NACKs.
     pub bad_probes: Counter,
     /// Datagrams the socket failed to send.
     pub send_errors: Counter,

@@ -84,6 +84,10 @@ pub struct ReorderStatus {
     pub dropped_duplicate: u64,
     pub dropped_foreign_epoch: u64,
     pub epoch_changes: u64,
+    /// How long a lost packet's repair is waited for.
+    pub repair_wait_ms: Option<f64>,
+    pub repairs_requested: u64,
+    pub repaired: u64,
 }
 
 /// One path.
@@ -105,6 +109,8 @@ pub struct PathStatus {
     pub handshake_rtt_ms: Option<u32>,
     pub tx_packets: u64,
     pub tx_bytes: u64,
+    /// Of `tx_packets`, those resent because the peer asked for them.
+    pub resent: u64,
     pub rx_packets: u64,
     pub rx_bytes: u64,
     pub send_errors: u64,
@@ -141,6 +147,9 @@ fn reorder_status(rx: &mptun_core::ReorderBuffer) -> ReorderStatus {
         dropped_duplicate: stats.dropped_duplicate,
         dropped_foreign_epoch: stats.dropped_foreign_epoch,
         epoch_changes: stats.epoch_changes,
+        repair_wait_ms: rx.repair_wait().map(ms),
+        repairs_requested: stats.repairs_requested,
+        repaired: stats.repaired,
     }
 }
 
@@ -206,6 +215,7 @@ pub(crate) fn snapshot(shared: &Shared) -> Status {
                     handshake_rtt_ms: rtt,
                     tx_packets: c.tx_packets.get(),
                     tx_bytes: c.tx_bytes.get(),
+                    resent: c.resent.get(),
                     rx_packets: c.rx_packets.get(),
                     rx_bytes: c.rx_bytes.get(),
                     send_errors: c.send_errors.get(),
@@ -328,6 +338,14 @@ pub fn render(s: &Status) -> String {
     );
     let _ = writeln!(
         o,
+        "  repairs: {} asked for, {} came in time; waited for up to {}",
+        r.repairs_requested,
+        r.repaired,
+        r.repair_wait_ms
+            .map_or("-".into(), |w| format!("{w:.1} ms"))
+    );
+    let _ = writeln!(
+        o,
         "  skipped: {} as lost, {} on timeout, {} on overflow, {} on peer restart",
         r.skipped_loss, r.skipped_timeout, r.skipped_overflow, r.skipped_restart
     );
@@ -374,6 +392,9 @@ pub fn render(s: &Status) -> String {
             bytes(p.tx_bytes),
             100.0 * p.tx_bytes as f64 / total_tx as f64
         );
+        if p.resent > 0 {
+            let _ = writeln!(o, "  resent: {} packets the peer asked for again", p.resent);
+        }
         let rejected = p.rejected.total();
         if rejected + p.send_errors + p.recv_errors > 0 {
             let _ = writeln!(

@@ -7,7 +7,9 @@
 //! - one receiver per path: opens datagrams with the path's session and
 //!   hands packets to the [`ReorderBuffer`], writing what it releases to the
 //!   TUN device while holding the buffer's lock, so two paths can never
-//!   interleave their writes out of order;
+//!   interleave their writes out of order; it sends the NACKs the buffer
+//!   asks for, and resends from the [`SentLog`] what the peer's NACKs ask
+//!   for;
 //! - one reorder timer: skips gaps once they have been held long enough;
 //! - one monitor: sends the probes that measure every path, marks paths down
 //!   and up, logs those changes, and adapts the reorder hold time;
@@ -23,8 +25,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use mptun_core::control::{PROBE_LEN, SHIM_LEN};
+use mptun_core::repair::{decode_nack, encode_nack, NACK_MAX, NACK_MAX_LEN};
 use mptun_core::{
-    Kind, Multipath, PathId, PathState, Policy, Probe, ReorderBuffer, Trailer, Verdict, TRAILER_LEN,
+    Kind, Multipath, PathId, PathState, Policy, Probe, ReorderBuffer, SentLog, Seq, Trailer,
+    Verdict, TRAILER_LEN,
 };
 use mptun_wg::{Opened, PathSession, SessionConfig};
 use socket2::{Domain, Protocol, Socket, Type};
@@ -90,6 +94,17 @@ impl PathIo {
         }
     }
 
+    /// Seal a control message (`plain`, trailer included) and send it, if
+    /// the path has a session and a peer address.
+    async fn send_control(&self, plain: &[u8], sealed: &mut [u8]) {
+        let sealed_len = lock(&self.session).seal(plain, sealed).map(<[u8]>::len);
+        if let (Some(n), Some(to)) = (sealed_len, self.destination()) {
+            if self.socket.send_to(&sealed[..n], to).await.is_err() {
+                self.counters.send_errors.bump();
+            }
+        }
+    }
+
     /// Address to send to, mapped to IPv6 when the socket is dual-stack.
     fn destination(&self) -> Option<SocketAddr> {
         let ep = self.endpoint()?;
@@ -119,6 +134,8 @@ pub(crate) struct Shared {
     pub paths: Vec<PathIo>,
     pub multipath: Mutex<Multipath>,
     pub receiver: Mutex<Receiver>,
+    /// What was sent lately, for resending what the peer asks for again.
+    sent: Mutex<SentLog>,
     reorder_wake: Notify,
     monitor_wake: Notify,
     pub tun_counters: TunCounters,
@@ -300,6 +317,9 @@ impl Tunnel {
                 buffer: ReorderBuffer::new(config.interface.reorder),
                 timer_deadline: None,
             }),
+            // A NACK for what the peer's reorder window has passed comes too
+            // late to help: the log spans no more than that window.
+            sent: Mutex::new(SentLog::new(config.interface.reorder.capacity)),
             reorder_wake: Notify::new(),
             monitor_wake: Notify::new(),
             tun,
@@ -391,20 +411,87 @@ async fn tun_to_paths(shared: Arc<Shared>) {
             counters.dropped_no_path.bump();
             continue;
         };
-        trailer.encode(&mut buf[n..n + TRAILER_LEN]);
-        let path = &shared.paths[path_id.index()];
-        let len = lock(&path.session)
-            .seal(&buf[..n + TRAILER_LEN], &mut sealed)
-            .map(<[u8]>::len);
-        let (Some(len), Some(to)) = (len, path.destination()) else {
+        lock(&shared.sent).record(trailer.seq, &buf[..n]);
+        send_data(&shared, path_id, &trailer, &mut buf, n, &mut sealed).await;
+    }
+}
+
+/// Seal the inner packet `buf[..n]` with `trailer` appended (`buf` has room
+/// for it) and send it on `path_id`.
+async fn send_data(
+    shared: &Shared,
+    path_id: PathId,
+    trailer: &Trailer,
+    buf: &mut [u8],
+    n: usize,
+    sealed: &mut [u8],
+) {
+    trailer.encode(&mut buf[n..n + TRAILER_LEN]);
+    let path = &shared.paths[path_id.index()];
+    let len = lock(&path.session)
+        .seal(&buf[..n + TRAILER_LEN], sealed)
+        .map(<[u8]>::len);
+    let (Some(len), Some(to)) = (len, path.destination()) else {
+        return;
+    };
+    match path.socket.send_to(&sealed[..len], to).await {
+        Ok(_) => {
+            path.counters.tx_packets.bump();
+            path.counters.tx_bytes.add(n as u64);
+        }
+        Err(_) => path.counters.send_errors.bump(),
+    }
+}
+
+/// Resend the data packets a NACK from the peer asks for, each on the path
+/// where it arrives soonest.
+async fn resend(shared: &Shared, nack: &[u8], buf: &mut [u8], sealed: &mut [u8]) -> bool {
+    let Ok((epoch, seqs)) = decode_nack(nack) else {
+        return false;
+    };
+    let our_epoch = lock(&shared.multipath).epoch();
+    if epoch != our_epoch {
+        return true; // for a run of ours before a restart: nothing to resend
+    }
+    for seq in seqs {
+        let Some(n) = lock(&shared.sent).take_for_resend(seq).map(|packet| {
+            buf[..packet.len()].copy_from_slice(packet);
+            packet.len()
+        }) else {
             continue;
         };
-        match path.socket.send_to(&sealed[..len], to).await {
-            Ok(_) => {
-                path.counters.tx_packets.bump();
-                path.counters.tx_bytes.add(n as u64);
-            }
-            Err(_) => path.counters.send_errors.bump(),
+        let picked = lock(&shared.multipath).handle_repair(Instant::now(), seq, n);
+        if let Some((path_id, trailer)) = picked {
+            shared.paths[path_id.index()].counters.resent.bump();
+            send_data(shared, path_id, &trailer, buf, n, sealed).await;
+        }
+    }
+    true
+}
+
+/// Ask the peer for the packets the reorder buffer found lost, on the paths
+/// the monitor picks for NACKs.
+async fn send_nacks(shared: &Shared, lost: &[Seq], epoch: u32) {
+    let (paths, trailer) = {
+        let mp = lock(&shared.multipath);
+        let trailer = Trailer {
+            seq: Seq(0),
+            path_seq: Seq(0),
+            epoch: mp.epoch(),
+            paths_in_use: mp.paths_in_use(),
+            kind: Kind::Nack,
+        };
+        (mp.nack_paths(), trailer)
+    };
+    let mut plain = [0u8; NACK_MAX_LEN + TRAILER_LEN];
+    let mut sealed = vec![0u8; PathSession::sealed_len(plain.len())];
+    for chunk in lost.chunks(NACK_MAX) {
+        let len = encode_nack(epoch, chunk, &mut plain);
+        trailer.encode(&mut plain[len..len + TRAILER_LEN]);
+        for path_id in paths.iter() {
+            shared.paths[path_id.index()]
+                .send_control(&plain[..len + TRAILER_LEN], &mut sealed)
+                .await;
         }
     }
 }
@@ -423,6 +510,8 @@ async fn path_to_tun(shared: Arc<Shared>, index: usize) {
     let path = &shared.paths[index];
     let mut buf = vec![0u8; MAX_PACKET];
     let mut out = vec![0u8; MAX_PACKET];
+    let mut resend_buf = vec![0u8; MAX_PACKET + TRAILER_LEN];
+    let mut resend_sealed = vec![0u8; PathSession::sealed_len(MAX_PACKET + TRAILER_LEN)];
     loop {
         let (n, from) = match path.socket.recv_from(&mut buf).await {
             Ok(x) => x,
@@ -466,6 +555,14 @@ async fn path_to_tun(shared: Arc<Shared>, index: usize) {
                 }
             }
             Opened::Packet {
+                packet, trailer, ..
+            } if trailer.kind == Kind::Nack => {
+                path.learn_endpoint(from);
+                if !resend(&shared, packet, &mut resend_buf, &mut resend_sealed).await {
+                    path.counters.bad_probes.bump();
+                }
+            }
+            Opened::Packet {
                 packet,
                 source,
                 trailer,
@@ -477,7 +574,9 @@ async fn path_to_tun(shared: Arc<Shared>, index: usize) {
                     path.counters.rx_packets.bump();
                     path.counters.rx_bytes.add(packet.len() as u64);
                     lock(&shared.multipath).handle_data_received(path.id, &trailer, packet.len());
-                    deliver(&shared, path.id, &trailer, packet);
+                    if let Some((lost, epoch)) = deliver(&shared, path.id, &trailer, packet) {
+                        send_nacks(&shared, &lost, epoch).await;
+                    }
                 }
             }
         }
@@ -490,7 +589,15 @@ async fn path_to_tun(shared: Arc<Shared>, index: usize) {
     }
 }
 
-fn deliver(shared: &Shared, path: PathId, trailer: &Trailer, packet: &[u8]) {
+/// Hand a data packet to the reorder buffer and write what it releases;
+/// return the sequence numbers it found lost, and the sender epoch they
+/// belong to, for a NACK.
+fn deliver(
+    shared: &Shared,
+    path: PathId,
+    trailer: &Trailer,
+    packet: &[u8],
+) -> Option<(Vec<Seq>, u32)> {
     let mut rx = lock(&shared.receiver);
     match rx
         .buffer
@@ -501,6 +608,12 @@ fn deliver(shared: &Shared, path: PathId, trailer: &Trailer, packet: &[u8]) {
         Verdict::Dropped(_) => {}
     }
     shared.write_released(&mut rx);
+    let lost = rx.buffer.poll_nacks();
+    // A gap now waiting for its repair may be due sooner than the hold.
+    if !lost.is_empty() {
+        shared.rearm_reorder_timer(&mut rx);
+    }
+    Some((lost, rx.buffer.epoch()?)).filter(|(lost, _)| !lost.is_empty())
 }
 
 /// Skip gaps in the reorder buffer once they have been held long enough.
@@ -594,7 +707,7 @@ async fn monitor(shared: Arc<Shared>) {
         let now = Instant::now();
         let mut probes = Vec::new();
         let mut events = Vec::new();
-        let (hold, next) = {
+        let (hold, repair, next) = {
             let mut mp = lock(&shared.multipath);
             mp.handle_timeout(now);
             while let Some(probe) = mp.poll_probe(now) {
@@ -603,20 +716,14 @@ async fn monitor(shared: Arc<Shared>) {
             while let Some(event) = mp.poll_event() {
                 events.push(event);
             }
-            (mp.hold_hint(now), mp.poll_timeout())
+            (mp.hold_hint(now), mp.repair_hint(), mp.poll_timeout())
         };
         for (path_id, probe, trailer) in probes {
-            let path = &shared.paths[path_id.index()];
             let len = probe.encode(&mut plain);
             trailer.encode(&mut plain[len..len + TRAILER_LEN]);
-            let sealed_len = lock(&path.session)
-                .seal(&plain[..len + TRAILER_LEN], &mut sealed)
-                .map(<[u8]>::len);
-            if let (Some(n), Some(to)) = (sealed_len, path.destination()) {
-                if path.socket.send_to(&sealed[..n], to).await.is_err() {
-                    path.counters.send_errors.bump();
-                }
-            }
+            shared.paths[path_id.index()]
+                .send_control(&plain[..len + TRAILER_LEN], &mut sealed)
+                .await;
         }
         for event in events {
             log_path_event(&shared, event);
@@ -624,6 +731,7 @@ async fn monitor(shared: Arc<Shared>) {
         {
             let mut rx = lock(&shared.receiver);
             rx.buffer.set_hold_hint(hold);
+            rx.buffer.set_repair_hint(repair);
             shared.rearm_reorder_timer(&mut rx);
         }
         let sleep_until = next.unwrap_or(now + WG_TICK).min(now + WG_TICK);

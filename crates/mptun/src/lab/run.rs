@@ -61,6 +61,10 @@ pub struct MptunDetail {
     pub reorder_skipped_loss: u64,
     /// Gaps released when the hold time ran out.
     pub reorder_skipped_timeout: u64,
+    /// Lost packets the receiver asked for again.
+    pub reorder_repairs_requested: u64,
+    /// Of those, packets that came in time to fill their gap.
+    pub reorder_repaired: u64,
     /// Packets dropped as late or duplicate.
     pub reorder_dropped: u64,
     /// Median and 99th percentile of how long held packets waited.
@@ -433,6 +437,8 @@ fn mptun_detail(
         reorder_held: r1.buffered - r0.buffered,
         reorder_skipped_loss: r1.skipped_loss - r0.skipped_loss,
         reorder_skipped_timeout: r1.skipped_timeout - r0.skipped_timeout,
+        reorder_repairs_requested: r1.repairs_requested - r0.repairs_requested,
+        reorder_repaired: r1.repaired - r0.repaired,
         reorder_dropped: (r1.dropped_stale + r1.dropped_duplicate)
             - (r0.dropped_stale + r0.dropped_duplicate),
         hold_p50_ms: r1.wait_p50_ms,
@@ -760,8 +766,13 @@ pub fn render(r: &LabReport) -> String {
     let _ = writeln!(o, "mptun per-path share of bytes: {}", shares.join(", "));
     let _ = writeln!(
         o,
-        "mptun reorder buffer: {} held, {} gaps released as lost, {} on timeout, {} late/duplicate dropped",
-        m.reorder_held, m.reorder_skipped_loss, m.reorder_skipped_timeout, m.reorder_dropped
+        "mptun reorder buffer: {} held, {} gaps repaired of {} asked for, {} released as lost, {} on timeout, {} late/duplicate dropped",
+        m.reorder_held,
+        m.reorder_repaired,
+        m.reorder_repairs_requested,
+        m.reorder_skipped_loss,
+        m.reorder_skipped_timeout,
+        m.reorder_dropped
     );
     let _ = writeln!(
         o,
