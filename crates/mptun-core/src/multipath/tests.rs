@@ -163,6 +163,36 @@ fn numbering_is_global_and_per_path() {
 }
 
 #[test]
+fn a_repair_keeps_its_number_avoids_a_lossy_path_and_claims_no_path() {
+    // Path 0 is the fastest but losing packets; path 2 is fast and clean.
+    let mut pair = Pair::new(&[3, 30, 5]);
+    pair.run(0, 1000);
+    pair.a.paths[0].loss = 0.05;
+    let now = pair.t0 + 1000 * MS;
+    let (_, first) = pair.a.handle_outbound(now, 1400).unwrap();
+    let (path, resent) = pair.a.handle_repair(now, Seq(0), 1400).unwrap();
+    assert_eq!(path, PathId(2), "repair on the lossy or the slow path");
+    assert_eq!(resent.seq, Seq(0));
+    assert_eq!(resent.path_seq, Seq(0), "path 2's first packet");
+    assert_eq!(resent.kind, Kind::Data);
+    // New data is numbered on: the repair took no global number. The
+    // receiver is not told to wait on path 2 for later packets.
+    let (_, next) = pair.a.handle_outbound(now, 1400).unwrap();
+    assert_eq!(next.seq, Seq(1));
+    assert!(
+        !next.paths_in_use.contains(PathId(2)),
+        "{:?}",
+        next.paths_in_use
+    );
+    assert_eq!(first.paths_in_use, PathSet(0b001));
+    // NACKs go on the two paths with the shortest round trip.
+    assert_eq!(pair.b.nack_paths(), PathSet(0b101));
+    let hint = pair.b.repair_hint().unwrap();
+    // About a round trip of the fastest path (6 ms), with margins.
+    assert!(hint >= 7 * MS && hint <= 18 * MS, "{hint:?}");
+}
+
+#[test]
 fn a_fresh_path_comes_up_once_without_flapping() {
     let mut pair = Pair::new(&[1, 1]);
     let mut events = Vec::new();
