@@ -291,7 +291,7 @@ impl Sim {
                 report.offered += 1;
                 if let Some((path, trailer)) = a.handle_outbound(next_send, PACKET) {
                     sent_per_path[path.index()] += 1;
-                    sent.record(trailer.seq, &trailer.seq.0.to_be_bytes());
+                    sent.record(trailer.seq, path, &trailer.seq.0.to_be_bytes());
                     let data = Arrival {
                         to_b: true,
                         path,
@@ -337,11 +337,13 @@ impl Sim {
                             continue;
                         }
                         for seq in seqs {
-                            if sent.take_for_resend(seq).is_none() {
+                            let Some((lost_on, _)) = sent.take_for_resend(seq) else {
                                 continue;
-                            }
+                            };
                             report.resent += 1;
-                            if let Some((path, trailer)) = a.handle_repair(now, seq, PACKET) {
+                            if let Some((path, trailer)) =
+                                a.handle_repair(now, seq, PACKET, lost_on)
+                            {
                                 let data = Arrival {
                                     to_b: true,
                                     path,

@@ -263,17 +263,32 @@ impl PathMonitor {
     /// echoes our latest probe in its own, on its own schedule, so between
     /// two fresh echoes pass up to one of our intervals and one of its (when
     /// its probe leaves just before ours arrives), plus the round trip and
-    /// its variation.
-    fn down_after(&self, now: Instant) -> Duration {
-        let ours = if self.busy(now) {
-            PROBE_BUSY
-        } else {
-            PROBE_IDLE
-        };
+    /// its variation. We probe faster while `busy`.
+    fn down_after(&self, busy: bool) -> Duration {
+        let ours = if busy { PROBE_BUSY } else { PROBE_IDLE };
         let theirs = self.peer_interval.unwrap_or(PROBE_IDLE).min(PROBE_IDLE);
         let rtt = 2.0 * self.rtt.srtt_us().unwrap_or(0.0) + 4.0 * self.rtt.rttvar_us();
         (ours + theirs + Duration::from_millis(20) + Duration::from_micros(rtt as u64))
             .clamp(DOWN_AFTER_MIN, DOWN_AFTER_MAX)
+    }
+
+    /// When the path is down unless a new echo comes: [`down_after`] the
+    /// last one (or the session's start), as a busy path if it is still
+    /// busy then. One answer for both the timer and the check, so the timer
+    /// never fires at a time the check does not act on.
+    ///
+    /// [`down_after`]: Self::down_after
+    fn down_at(&self) -> Option<Instant> {
+        let since = self.last_echo.or(self.session_since)?;
+        let as_busy = since + self.down_after(true);
+        let busy_then = self
+            .last_data_sent
+            .is_some_and(|t| t + BUSY_WINDOW > as_busy);
+        Some(if busy_then {
+            as_busy
+        } else {
+            since + self.down_after(false)
+        })
     }
 
     /// Return the path's estimated capacity, bytes per second. A delivery
@@ -485,19 +500,21 @@ impl Multipath {
     }
 
     /// Pick the path to resend the data packet numbered `seq`, of `len`
-    /// bytes, that the peer asked for again; `None` when no path can carry
-    /// it. It keeps its number and takes the next one of its new path. A
-    /// path that is losing packets carries no repairs while a clean one can.
+    /// bytes, that the peer asked for again after it was lost on `lost_on`;
+    /// `None` when no path can carry it. It keeps its number and takes the
+    /// next one of its new path. Neither the path that lost it (it may have
+    /// died) nor one that is losing packets carries it while another can.
     pub fn handle_repair(
         &mut self,
         now: Instant,
         seq: Seq,
         len: usize,
+        lost_on: PathId,
     ) -> Option<(PathId, Trailer)> {
         let in_use = self.paths_in_use();
         let mut clean = PathSet::default();
         for path in in_use.iter() {
-            if self.paths[path.index()].loss < LOSS_CLEAN {
+            if path != lost_on && self.paths[path.index()].loss < LOSS_CLEAN {
                 clean.insert(path);
             }
         }
@@ -828,11 +845,8 @@ impl Multipath {
         self.paths
             .iter()
             .flat_map(|p| {
-                let silence_from = p.last_echo.or(p.session_since);
                 let down_at = match p.state {
-                    PathState::Up | PathState::Unconfirmed | PathState::SetAside => {
-                        silence_from.map(|t| t + p.down_after(t))
-                    }
+                    PathState::Up | PathState::Unconfirmed | PathState::SetAside => p.down_at(),
                     _ => None,
                 };
                 [p.next_probe, down_at, p.aside_until]
@@ -862,9 +876,9 @@ impl Multipath {
             ) {
                 continue;
             }
-            if let Some(since) = p.last_echo.or(p.session_since) {
+            if let (Some(since), Some(down_at)) = (p.last_echo.or(p.session_since), p.down_at()) {
                 let silent = now.saturating_duration_since(since);
-                if silent >= p.down_after(now) {
+                if now >= down_at {
                     let p = &mut self.paths[i];
                     // What was queued there is lost; start the model empty,
                     // and do not count what the outage swallowed as the

@@ -168,6 +168,8 @@ pub struct ReorderBuffer {
     /// front is the packet whose gap has waited longest. Entries whose
     /// sequence was already passed are removed lazily from the front.
     arrivals: VecDeque<(Instant, Seq)>,
+    /// When each path last delivered, indexed by `PathId`.
+    heard: Vec<Option<Instant>>,
     /// Highest sequence number each path has delivered, indexed by
     /// `PathId`. Each path delivers in the order it was sent (one queue, one
     /// socket, one task), so nothing earlier can still be in flight on it.
@@ -221,6 +223,7 @@ impl ReorderBuffer {
             window: VecDeque::new(),
             arrivals: VecDeque::new(),
             highest: Vec::new(),
+            heard: Vec::new(),
             in_use: PathSet::default(),
             ready: VecDeque::new(),
             clock: None,
@@ -327,7 +330,7 @@ impl ReorderBuffer {
             }
         }
         self.epoch = Some((epoch, now));
-        self.note_progress(path, trailer);
+        self.note_progress(now, path, trailer);
         self.request_repairs(now, seq);
         self.last_arrival = Some(now);
 
@@ -427,11 +430,25 @@ impl ReorderBuffer {
     }
 
     /// Skip every gap that has been waited for as long as the hold time,
-    /// and every lost one whose repair is overdue.
+    /// unless its repair is still due, and every gap whose repair is
+    /// overdue.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.clock = Some(now);
         self.release_losses();
-        while let Some(&(arrived, seq)) = self.arrivals.front() {
+        loop {
+            if matches!(self.window.front(), Some(None))
+                && self.repair_deadline(self.next).is_some_and(|d| d <= now)
+            {
+                // Asked for while a path was silent, and the repair is
+                // overdue.
+                self.note_unrepaired(self.next);
+                self.skip_to(self.next.next(), Skip::Timeout);
+                self.release_losses();
+                continue;
+            }
+            let Some(&(arrived, seq)) = self.arrivals.front() else {
+                break;
+            };
             if now.saturating_duration_since(arrived) < self.hold() {
                 break;
             }
@@ -458,6 +475,7 @@ impl ReorderBuffer {
         self.window.clear();
         self.arrivals.clear();
         self.highest.clear();
+        self.heard.clear();
         self.nack_cursor = seq;
         self.nacks.clear();
         self.awaiting.clear();
@@ -470,24 +488,66 @@ impl ReorderBuffer {
         Some(asked + self.repair_wait().unwrap_or(Duration::ZERO))
     }
 
+    /// Remember `gap`, given up on while its repair was awaited, to
+    /// recognise the repair if it comes late.
+    fn note_unrepaired(&mut self, gap: Seq) {
+        if self.unrepaired.len() == 64 {
+            self.unrepaired.pop_front();
+        }
+        self.unrepaired.push_back(gap);
+    }
+
+    /// Whether packets come densely enough for repairs: the last one came
+    /// less than a repair time ago. After a longer pause the lost packet is
+    /// already that old, and the packet that revealed the loss would wait a
+    /// repair time for it; released at once, it does not.
+    fn dense(&self, now: Instant) -> bool {
+        let Some(wait) = self.repair_wait() else {
+            return false;
+        };
+        self.last_arrival
+            .is_some_and(|t| now.saturating_duration_since(t) < wait)
+    }
+
+    /// Ask the sender for `gap` again, unless that was done already;
+    /// `awaiting` stays in sequence order.
+    fn ask_repair(&mut self, gap: Seq, now: Instant) {
+        if self.awaiting.len() >= MAX_AWAITING {
+            return;
+        }
+        let at = self
+            .awaiting
+            .iter()
+            .position(|&(s, _)| !s.is_before(gap))
+            .unwrap_or(self.awaiting.len());
+        if self.awaiting.get(at).is_some_and(|&(s, _)| s == gap) {
+            return;
+        }
+        self.awaiting.insert(at, (gap, now));
+        self.nacks.push(gap);
+        self.stats.repairs_requested += 1;
+    }
+
     /// Ask for a repair of every gap that every path the sender stripes
     /// over has delivered past (so it is lost), except `arriving`, the
-    /// packet being taken in, whose slot is not filled yet.
+    /// packet being taken in, whose slot is not filled yet; only while
+    /// packets come densely.
     ///
-    /// Only while packets come densely: after a pause longer than a repair,
-    /// the lost packet is already that old, and the packet that revealed the
-    /// loss would wait a repair time for it; released at once, it does not.
+    /// A path silent for the hold time is left out: if it died, it took
+    /// its packets in flight with it, and it will never deliver past them
+    /// to say so. If it is only slow, its packet comes twice, and the first
+    /// copy fills the gap.
     fn request_repairs(&mut self, now: Instant, arriving: Seq) {
-        let Some(wait) = self.repair_wait() else {
-            return;
-        };
-        let dense = self
-            .last_arrival
-            .is_some_and(|t| now.saturating_duration_since(t) < wait);
+        let dense = self.dense(now);
+        let quiet = self.hold();
         let mut evident: Option<Seq> = None;
         for p in self.in_use.iter() {
+            let heard = self.heard.get(p.index()).copied().flatten();
+            if heard.is_none_or(|t| now.saturating_duration_since(t) >= quiet) {
+                continue;
+            }
             let Some(h) = self.highest.get(p.index()).copied().flatten() else {
-                return; // a path that delivered nothing yet may have it all
+                continue;
             };
             evident = Some(match evident {
                 Some(e) if e.is_before(h) => e,
@@ -505,20 +565,19 @@ impl ReorderBuffer {
             self.nack_cursor = gap.next();
             let offset = gap.distance_from(self.next) as usize;
             let filled = matches!(self.window.get(offset), Some(Some(_)));
-            if !dense || filled || gap == arriving || self.awaiting.len() >= MAX_AWAITING {
-                continue;
+            if dense && !filled && gap != arriving {
+                self.ask_repair(gap, now);
             }
-            self.nacks.push(gap);
-            self.awaiting.push_back((gap, now));
-            self.stats.repairs_requested += 1;
         }
     }
 
-    fn note_progress(&mut self, path: PathId, trailer: &Trailer) {
+    fn note_progress(&mut self, now: Instant, path: PathId, trailer: &Trailer) {
         let i = path.index();
         if self.highest.len() <= i {
             self.highest.resize(i + 1, None);
+            self.heard.resize(i + 1, None);
         }
+        self.heard[i] = Some(now);
         let highest = &mut self.highest[i];
         if highest.is_none_or(|h| h.is_before(trailer.seq)) {
             *highest = Some(trailer.seq);
@@ -562,10 +621,7 @@ impl ReorderBuffer {
                     break; // its repair may still come
                 }
                 self.awaiting.pop_front();
-                if self.unrepaired.len() == 64 {
-                    self.unrepaired.pop_front();
-                }
-                self.unrepaired.push_back(s);
+                self.note_unrepaired(s);
             }
             self.skip_to(gap.next(), Skip::Loss);
         }
@@ -808,7 +864,7 @@ mod tests {
     fn a_lost_packet_is_asked_for_once_and_waited_for_until_repaired() {
         let mut h = Harness::new(config());
         h.buf.set_repair_hint(Some(Duration::from_millis(10)));
-        h.feed(0, P0, 0);
+        h.feed(0, P1, 0);
         h.feed(1, P0, 2);
         h.feed(1, P0, 4);
         assert!(h.buf.poll_nacks().is_empty(), "path 1 may still bring 1");
@@ -835,7 +891,7 @@ mod tests {
     fn an_overdue_repair_releases_its_gap_as_a_loss_and_lengthens_the_wait() {
         let mut h = Harness::new(config());
         h.buf.set_repair_hint(Some(Duration::from_millis(10)));
-        h.feed(0, P0, 0);
+        h.feed(0, P1, 0);
         h.feed(1, P0, 3);
         h.feed(2, P1, 4);
         assert_eq!(h.buf.poll_nacks(), vec![Seq(1), Seq(2)], "not one by one");
@@ -862,6 +918,31 @@ mod tests {
         h.feed(100, P1, 3);
         assert!(h.buf.poll_nacks().is_empty());
         assert_eq!(h.delivered, vec![0, 2, 3]);
+    }
+
+    #[test]
+    fn a_gap_a_silent_path_left_is_asked_for_before_the_hold_time_runs_out() {
+        // Path 1 died with 1 in flight: it will never deliver past it to
+        // say it is lost, so its silence has to.
+        let mut h = Harness::new(config());
+        h.buf.set_repair_hint(Some(Duration::from_millis(10)));
+        h.feed(0, P1, 0);
+        for seq in 2..21 {
+            h.feed(seq as u64 - 1, P0, seq);
+        }
+        assert!(
+            h.buf.poll_nacks().is_empty(),
+            "asked while path 1 may bring it"
+        );
+        h.feed(20, P0, 21);
+        assert_eq!(h.buf.poll_nacks(), vec![Seq(1)]);
+        h.tick(21);
+        assert_eq!(h.delivered, vec![0], "given up at the hold time");
+        h.feed(26, P0, 1);
+        h.drain();
+        assert_eq!(h.delivered, (0..22).collect::<Vec<_>>());
+        let stats = h.buf.stats();
+        assert_eq!((stats.repaired, stats.skipped_timeout), (1, 0));
     }
 
     #[test]

@@ -31,6 +31,7 @@
 //! [`Kind::Nack`]: crate::wire::Kind::Nack
 
 use crate::control::{ControlError, SHIM_LEN, SHIM_PROTOCOL};
+use crate::path::PathId;
 use crate::seq::Seq;
 
 /// Most sequence numbers in one NACK.
@@ -77,6 +78,8 @@ pub fn decode_nack(packet: &[u8]) -> Result<(u32, impl Iterator<Item = Seq> + '_
 
 struct Slot {
     seq: Seq,
+    /// The path it was sent on.
+    path: PathId,
     packet: Vec<u8>,
     /// Resent already: a NACK goes out on two paths, and one resend is
     /// enough.
@@ -98,6 +101,7 @@ impl SentLog {
             slots: (0..capacity.max(1))
                 .map(|_| Slot {
                     seq: Seq(0),
+                    path: PathId(0),
                     packet: Vec::new(),
                     resent: true, // empty: nothing to resend
                 })
@@ -110,24 +114,26 @@ impl SentLog {
         &mut self.slots[i]
     }
 
-    /// Remember the inner packet sent as `seq`, in place of the oldest.
-    pub fn record(&mut self, seq: Seq, packet: &[u8]) {
+    /// Remember the inner packet sent as `seq` on `path`, in place of the
+    /// oldest.
+    pub fn record(&mut self, seq: Seq, path: PathId, packet: &[u8]) {
         let slot = self.slot(seq);
         slot.seq = seq;
+        slot.path = path;
         slot.packet.clear();
         slot.packet.extend_from_slice(packet);
         slot.resent = false;
     }
 
-    /// Return the packet sent as `seq` to resend it, unless it has left the
-    /// log or was resent already.
-    pub fn take_for_resend(&mut self, seq: Seq) -> Option<&[u8]> {
+    /// Return the packet sent as `seq` to resend it, with the path that
+    /// lost it, unless it has left the log or was resent already.
+    pub fn take_for_resend(&mut self, seq: Seq) -> Option<(PathId, &[u8])> {
         let slot = self.slot(seq);
         if slot.seq != seq || slot.resent {
             return None;
         }
         slot.resent = true;
-        Some(&slot.packet)
+        Some((slot.path, &slot.packet))
     }
 }
 
@@ -171,13 +177,15 @@ mod tests {
     fn the_log_resends_each_recent_packet_once() {
         let mut log = SentLog::new(4);
         for n in 0..6u32 {
-            log.record(Seq(n), &[n as u8; 3]);
+            log.record(Seq(n), PathId(n as u8 % 2), &[n as u8; 3]);
         }
         // 0 and 1 were overwritten by 4 and 5.
         assert_eq!(log.take_for_resend(Seq(1)), None);
-        assert_eq!(log.take_for_resend(Seq(5)), Some(&[5u8; 3][..]));
+        let five = Some((PathId(1), &[5u8; 3][..]));
+        assert_eq!(log.take_for_resend(Seq(5)), five);
         assert_eq!(log.take_for_resend(Seq(5)), None, "resent twice");
-        assert_eq!(log.take_for_resend(Seq(2)), Some(&[2u8; 3][..]));
+        let two = Some((PathId(0), &[2u8; 3][..]));
+        assert_eq!(log.take_for_resend(Seq(2)), two);
         assert_eq!(log.take_for_resend(Seq(6)), None, "never sent");
         assert_eq!(SentLog::new(0).take_for_resend(Seq(0)), None);
     }

@@ -411,7 +411,7 @@ async fn tun_to_paths(shared: Arc<Shared>) {
             counters.dropped_no_path.bump();
             continue;
         };
-        lock(&shared.sent).record(trailer.seq, &buf[..n]);
+        lock(&shared.sent).record(trailer.seq, path_id, &buf[..n]);
         send_data(&shared, path_id, &trailer, &mut buf, n, &mut sealed).await;
     }
 }
@@ -444,7 +444,7 @@ async fn send_data(
 }
 
 /// Resend the data packets a NACK from the peer asks for, each on the path
-/// where it arrives soonest.
+/// where it arrives soonest, other than the one that lost it.
 async fn resend(shared: &Shared, nack: &[u8], buf: &mut [u8], sealed: &mut [u8]) -> bool {
     let Ok((epoch, seqs)) = decode_nack(nack) else {
         return false;
@@ -454,13 +454,16 @@ async fn resend(shared: &Shared, nack: &[u8], buf: &mut [u8], sealed: &mut [u8])
         return true; // for a run of ours before a restart: nothing to resend
     }
     for seq in seqs {
-        let Some(n) = lock(&shared.sent).take_for_resend(seq).map(|packet| {
-            buf[..packet.len()].copy_from_slice(packet);
-            packet.len()
-        }) else {
+        let Some((lost_on, n)) = lock(&shared.sent)
+            .take_for_resend(seq)
+            .map(|(path, packet)| {
+                buf[..packet.len()].copy_from_slice(packet);
+                (path, packet.len())
+            })
+        else {
             continue;
         };
-        let picked = lock(&shared.multipath).handle_repair(Instant::now(), seq, n);
+        let picked = lock(&shared.multipath).handle_repair(Instant::now(), seq, n, lost_on);
         if let Some((path_id, trailer)) = picked {
             shared.paths[path_id.index()].counters.resent.bump();
             send_data(shared, path_id, &trailer, buf, n, sealed).await;

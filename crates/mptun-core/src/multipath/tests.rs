@@ -170,8 +170,11 @@ fn a_repair_keeps_its_number_avoids_a_lossy_path_and_claims_no_path() {
     pair.a.paths[0].loss = 0.05;
     let now = pair.t0 + 1000 * MS;
     let (_, first) = pair.a.handle_outbound(now, 1400).unwrap();
-    let (path, resent) = pair.a.handle_repair(now, Seq(0), 1400).unwrap();
+    let (path, resent) = pair.a.handle_repair(now, Seq(0), 1400, PathId(0)).unwrap();
     assert_eq!(path, PathId(2), "repair on the lossy or the slow path");
+    // Nor on the path that lost it, while another can take it.
+    let (other, _) = pair.a.handle_repair(now, Seq(0), 1400, PathId(2)).unwrap();
+    assert_eq!(other, PathId(1));
     assert_eq!(resent.seq, Seq(0));
     assert_eq!(resent.path_seq, Seq(0), "path 2's first packet");
     assert_eq!(resent.kind, Kind::Data);
