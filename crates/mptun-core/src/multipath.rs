@@ -56,6 +56,9 @@ const INITIAL_RATE: f64 = 12.5e6;
 const CONGESTED_US: f64 = 10_000.0;
 /// Queueing delay above which a path's delivery rate is its capacity.
 const QUEUED_US: f64 = 1000.0;
+/// Modelled queue above which a probe that meets under a quarter of it says
+/// the path's capacity is underestimated.
+const UNDERESTIMATED_QUEUE_US: f64 = 2000.0;
 /// Bytes a delivery-rate sample must cover to count as capacity: a few
 /// packets in an interval say more about the sender than about the path.
 const QUEUED_MIN_BYTES: u64 = 16 * 1024;
@@ -155,6 +158,8 @@ struct SentProbe {
     number: u32,
     at: Instant,
     bytes_sent: u64,
+    /// The modelled queue then, µs at the path's rate.
+    model_queue_us: f64,
 }
 
 /// Probes remembered per path for matching echoes: over a second's worth.
@@ -329,10 +334,21 @@ impl PathMonitor {
         let Some(probe) = self.probes_in_flight.front().filter(|p| p.number == number) else {
             return;
         };
+        let met_us = self.owd_out.latest_queueing();
+        if probe.model_queue_us > UNDERESTIMATED_QUEUE_US && met_us < probe.model_queue_us / 4.0 {
+            // The model had a queue where the probe met next to none: the
+            // path drains faster than its capacity estimate. A low queued
+            // sample (say, a trickle read while the smoothed delay still
+            // showed a queue) would otherwise cap the path at what it was
+            // given, for the whole filter window. Forget such samples and
+            // probe upwards again.
+            self.rate.reset();
+        }
+        let (probe_at, probe_bytes_sent) = (probe.at, probe.bytes_sent);
         let rate = self.rate_bytes_per_us();
-        let met = self.owd_out.latest_queueing() * rate;
-        let sent_since = (self.bytes_sent - probe.bytes_sent) as f64;
-        let drained = now.saturating_duration_since(probe.at).as_micros() as f64 * rate;
+        let met = met_us * rate;
+        let sent_since = (self.bytes_sent - probe_bytes_sent) as f64;
+        let drained = now.saturating_duration_since(probe_at).as_micros() as f64 * rate;
         self.queue_bytes = (met + sent_since - drained).max(0.0);
     }
 
@@ -807,10 +823,13 @@ impl Multipath {
         if p.probes_in_flight.len() == PROBES_REMEMBERED {
             p.probes_in_flight.pop_front();
         }
+        p.drain_queue(now);
+        let model_queue_us = p.queue_bytes / p.rate_bytes_per_us();
         p.probes_in_flight.push_back(SentProbe {
             number: p.probes_sent,
             at: now,
             bytes_sent: p.bytes_sent,
+            model_queue_us,
         });
         let interval = if p.busy(now) { PROBE_BUSY } else { PROBE_IDLE };
         p.next_probe = Some(now + interval);
