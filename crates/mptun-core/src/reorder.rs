@@ -88,7 +88,8 @@ pub struct ReorderStats {
     pub epoch_changes: u64,
     /// Lost packets asked for again (see [`ReorderBuffer::poll_nacks`]).
     pub repairs_requested: u64,
-    /// Of those, packets that came in time to fill their gap.
+    /// Of those, gaps filled before their repair was overdue (by the
+    /// repair, or by the packet itself if it was only late).
     pub repaired: u64,
 }
 
@@ -615,13 +616,11 @@ impl ReorderBuffer {
             if !all_past {
                 break;
             }
-            if let Some(&(s, asked)) = self.awaiting.front().filter(|&&(s, _)| s == gap) {
-                let wait = self.repair_wait().unwrap_or(Duration::ZERO);
-                if self.clock.is_some_and(|now| now < asked + wait) {
+            if let Some(due) = self.repair_deadline(gap) {
+                if self.clock.is_some_and(|now| now < due) {
                     break; // its repair may still come
                 }
-                self.awaiting.pop_front();
-                self.note_unrepaired(s);
+                self.note_unrepaired(gap);
             }
             self.skip_to(gap.next(), Skip::Loss);
         }
