@@ -362,7 +362,7 @@ impl ReorderBuffer {
             offset = seq.distance_from(self.next);
         }
         let offset = offset as usize;
-        let repair = self.awaiting.iter().position(|&(s, _)| s == seq);
+        let repair = self.awaiting_index(seq).ok();
         if let Some(i) = repair {
             if let Some((_, asked)) = self.awaiting.remove(i) {
                 self.stats.repaired += 1;
@@ -485,7 +485,7 @@ impl ReorderBuffer {
 
     /// When the repair asked for `gap` is overdue, if it was asked for.
     fn repair_deadline(&self, gap: Seq) -> Option<Instant> {
-        let &(_, asked) = self.awaiting.iter().find(|&&(s, _)| s == gap)?;
+        let &(_, asked) = self.awaiting.get(self.awaiting_index(gap).ok()?)?;
         Some(asked + self.repair_wait().unwrap_or(Duration::ZERO))
     }
 
@@ -510,20 +510,24 @@ impl ReorderBuffer {
             .is_some_and(|t| now.saturating_duration_since(t) < wait)
     }
 
+    /// Find `gap` (not before `next`) among the awaited repairs, or where
+    /// it would go: they are in sequence order, none before `next`, and
+    /// there may be thousands when a path dies, so search, do not scan.
+    fn awaiting_index(&self, gap: Seq) -> Result<usize, usize> {
+        let key = gap.distance_from(self.next);
+        self.awaiting
+            .binary_search_by_key(&key, |&(s, _)| s.distance_from(self.next))
+    }
+
     /// Ask the sender for `gap` again, unless that was done already;
     /// `awaiting` stays in sequence order.
     fn ask_repair(&mut self, gap: Seq, now: Instant) {
         if self.awaiting.len() >= MAX_AWAITING {
             return;
         }
-        let at = self
-            .awaiting
-            .iter()
-            .position(|&(s, _)| !s.is_before(gap))
-            .unwrap_or(self.awaiting.len());
-        if self.awaiting.get(at).is_some_and(|&(s, _)| s == gap) {
+        let Err(at) = self.awaiting_index(gap) else {
             return;
-        }
+        };
         self.awaiting.insert(at, (gap, now));
         self.nacks.push(gap);
         self.stats.repairs_requested += 1;
@@ -696,9 +700,9 @@ impl ReorderBuffer {
     }
 }
 
-/// Most repairs awaited at once: beyond this, a path is losing more than
-/// repairs can make up for, and losses are released at once.
-const MAX_AWAITING: usize = 1024;
+/// Most repairs awaited at once: half the default window, more than a path
+/// that dies takes down with it; beyond this, losses are released at once.
+const MAX_AWAITING: usize = 4096;
 
 /// A wait learned from how long gaps stayed open: raised at once by a longer
 /// one, brought down towards shorter ones over [`HOLD_FORGET`].
