@@ -456,11 +456,10 @@ impl ReorderBuffer {
             // Give up on everything before the packet that waited longest
             // (it and whatever follows it contiguously are released), but
             // not on a gap whose repair is still due.
-            let due = self.awaiting.iter().find(|&&(gap, _)| {
-                !gap.is_before(self.next)
-                    && gap.is_before(seq)
-                    && self.repair_deadline(gap).is_some_and(|d| d > now)
-            });
+            let due = self
+                .awaiting
+                .iter()
+                .find(|&&(gap, asked)| gap.is_before(seq) && self.repair_due(asked) > now);
             if let Some(&(gap, _)) = due {
                 self.skip_to(gap, Skip::Timeout);
                 break;
@@ -486,7 +485,12 @@ impl ReorderBuffer {
     /// When the repair asked for `gap` is overdue, if it was asked for.
     fn repair_deadline(&self, gap: Seq) -> Option<Instant> {
         let &(_, asked) = self.awaiting.get(self.awaiting_index(gap).ok()?)?;
-        Some(asked + self.repair_wait().unwrap_or(Duration::ZERO))
+        Some(self.repair_due(asked))
+    }
+
+    /// When a repair asked for at `asked` is overdue.
+    fn repair_due(&self, asked: Instant) -> Instant {
+        asked + self.repair_wait().unwrap_or(Duration::ZERO)
     }
 
     /// Remember `gap`, given up on while its repair was awaited, to

@@ -94,15 +94,19 @@ impl PathIo {
         }
     }
 
-    /// Seal a control message (`plain`, trailer included) and send it, if
-    /// the path has a session and a peer address.
-    async fn send_control(&self, plain: &[u8], sealed: &mut [u8]) {
+    /// Seal `plain` (trailer included) and send it, if the path has a
+    /// session and a peer address; return whether it went out. A failed
+    /// send is counted here.
+    async fn seal_and_send(&self, plain: &[u8], sealed: &mut [u8]) -> bool {
         let sealed_len = lock(&self.session).seal(plain, sealed).map(<[u8]>::len);
-        if let (Some(n), Some(to)) = (sealed_len, self.destination()) {
-            if self.socket.send_to(&sealed[..n], to).await.is_err() {
-                self.counters.send_errors.bump();
-            }
+        let (Some(n), Some(to)) = (sealed_len, self.destination()) else {
+            return false;
+        };
+        let sent = self.socket.send_to(&sealed[..n], to).await.is_ok();
+        if !sent {
+            self.counters.send_errors.bump();
         }
+        sent
     }
 
     /// Address to send to, mapped to IPv6 when the socket is dual-stack.
@@ -428,18 +432,9 @@ async fn send_data(
 ) {
     trailer.encode(&mut buf[n..n + TRAILER_LEN]);
     let path = &shared.paths[path_id.index()];
-    let len = lock(&path.session)
-        .seal(&buf[..n + TRAILER_LEN], sealed)
-        .map(<[u8]>::len);
-    let (Some(len), Some(to)) = (len, path.destination()) else {
-        return;
-    };
-    match path.socket.send_to(&sealed[..len], to).await {
-        Ok(_) => {
-            path.counters.tx_packets.bump();
-            path.counters.tx_bytes.add(n as u64);
-        }
-        Err(_) => path.counters.send_errors.bump(),
+    if path.seal_and_send(&buf[..n + TRAILER_LEN], sealed).await {
+        path.counters.tx_packets.bump();
+        path.counters.tx_bytes.add(n as u64);
     }
 }
 
@@ -493,7 +488,7 @@ async fn send_nacks(shared: &Shared, lost: &[Seq], epoch: u32) {
         trailer.encode(&mut plain[len..len + TRAILER_LEN]);
         for path_id in paths.iter() {
             shared.paths[path_id.index()]
-                .send_control(&plain[..len + TRAILER_LEN], &mut sealed)
+                .seal_and_send(&plain[..len + TRAILER_LEN], &mut sealed)
                 .await;
         }
     }
@@ -725,7 +720,7 @@ async fn monitor(shared: Arc<Shared>) {
             let len = probe.encode(&mut plain);
             trailer.encode(&mut plain[len..len + TRAILER_LEN]);
             shared.paths[path_id.index()]
-                .send_control(&plain[..len + TRAILER_LEN], &mut sealed)
+                .seal_and_send(&plain[..len + TRAILER_LEN], &mut sealed)
                 .await;
         }
         for event in events {
