@@ -57,8 +57,10 @@ const CONGESTED_US: f64 = 10_000.0;
 /// Queueing delay above which a path's delivery rate is its capacity.
 const QUEUED_US: f64 = 1000.0;
 /// Modelled queue above which a probe that meets under a quarter of it says
-/// the path's capacity is underestimated.
-const UNDERESTIMATED_QUEUE_US: f64 = 2000.0;
+/// the path's capacity is underestimated. Not less: behind a token bucket
+/// (tbf), bursts pass with no queue, and at 2 ms the scheduler forgot good
+/// capacity samples often enough to cost 5% in the end-to-end test.
+const UNDERESTIMATED_QUEUE_US: f64 = 5000.0;
 /// Bytes a delivery-rate sample must cover to count as capacity: a few
 /// packets in an interval say more about the sender than about the path.
 const QUEUED_MIN_BYTES: u64 = 16 * 1024;
