@@ -1,7 +1,7 @@
 //! The adaptive send side and the path monitor: probes, per-path estimates,
 //! failover, and the earliest-arrival scheduler.
 //!
-//! Every path is probed (10 probes/s when idle, 20/s while it carries data);
+//! Every path is probed (10 probes/s when idle, 100/s while it carries data);
 //! each probe echoes the peer's last probe on that path and reports what this
 //! side received there. From the echoes the sender learns, per path and for
 //! its own direction: round-trip time, one-way delay relative to the other
@@ -27,8 +27,9 @@ use crate::wire::{Kind, Trailer};
 
 /// Probe interval of a path that carries no data.
 pub const PROBE_IDLE: Duration = Duration::from_millis(100);
-/// Probe interval of a path that carries data.
-pub const PROBE_BUSY: Duration = Duration::from_millis(50);
+/// Probe interval of a path that carries data: each echo corrects the
+/// scheduler's model of the path's queue, which drifts in between.
+pub const PROBE_BUSY: Duration = Duration::from_millis(10);
 /// Shortest silence (no new echo) after which a path is down.
 pub const DOWN_AFTER_MIN: Duration = Duration::from_millis(120);
 /// Longest: a dead path is down within this, whatever its RTT.
@@ -164,8 +165,13 @@ struct SentProbe {
     model_queue_us: f64,
 }
 
-/// Probes remembered per path for matching echoes: over a second's worth.
-const PROBES_REMEMBERED: usize = 32;
+/// Probes remembered per path for matching echoes: over half a second's
+/// worth while busy.
+const PROBES_REMEMBERED: usize = 64;
+/// Shortest span a delivery-rate or loss sample covers: over shorter ones
+/// the count swings with bursts, and a windowed maximum of such samples
+/// would overstate the path.
+const SAMPLE_SPAN_US: u64 = 40_000;
 
 #[derive(Clone, Copy)]
 struct Feedback {
@@ -715,7 +721,7 @@ impl Multipath {
         }
 
         // What the peer received of our data: delivery rate and loss.
-        let fb = Feedback {
+        let mut fb = Feedback {
             peer_sent_us: probe.sent_us,
             rx_packets: probe.rx_packets,
             rx_bytes: probe.rx_bytes,
@@ -725,7 +731,10 @@ impl Multipath {
             let dt = fb.peer_sent_us.saturating_sub(last.peer_sent_us);
             if fb.rx_bytes < last.rx_bytes || fb.rx_packets < last.rx_packets {
                 // Counters went back: the peer's receive state restarted.
-            } else if dt > 0 {
+            } else if dt < SAMPLE_SPAN_US {
+                // Too short a span; measure from the same start next time.
+                fb = last;
+            } else {
                 let bytes = fb.rx_bytes - last.rx_bytes;
                 // Old samples leave the filters even when no new one comes
                 // (a path the scheduler stopped using sends none).
