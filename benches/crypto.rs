@@ -55,6 +55,7 @@ fn plaintext(total_len: u16) -> Vec<u8> {
         epoch: 77,
         paths_in_use: PathSet(0b11),
         kind: Kind::Data,
+        congested: false,
     };
     let mut t = [0u8; TRAILER_LEN];
     trailer.encode(&mut t);

@@ -248,6 +248,7 @@ impl Driver {
             epoch: EPOCH,
             paths_in_use: pattern.paths_in_use,
             kind: Kind::Data,
+            congested: false,
         };
         let verdict = driver
             .buf
@@ -275,6 +276,7 @@ impl Driver {
                 epoch: EPOCH,
                 paths_in_use: pattern.paths_in_use,
                 kind: Kind::Data,
+                congested: false,
             };
             if self.buf.handle_packet(now, a.path, &trailer, &self.rx) == Verdict::DeliverNow {
                 deliver(&self.rx);

@@ -25,6 +25,7 @@ fn trailer() -> Trailer {
         epoch: 0xdead_beef,
         paths_in_use: PathSet(0b0111),
         kind: Kind::Data,
+        congested: false,
     }
 }
 

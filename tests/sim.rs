@@ -285,6 +285,7 @@ impl Sim {
             rx.set_hold_hint(b.hold_hint(now));
             rx.set_repair_hint(b.repair_hint());
             rx.handle_timeout(now);
+            send_nacks(&mut rx, &b, &mut self.paths, &mut wire, now, &mut rng);
 
             // The source.
             while next_send <= now && next_send < end {
@@ -318,19 +319,7 @@ impl Sim {
                         {
                             deliver(&mut report, &mut expected_seq, trailer.seq.0, now - t0);
                         }
-                        let nacks = rx.poll_nacks();
-                        if !nacks.is_empty() {
-                            let epoch = rx.epoch().unwrap_or(0);
-                            for path in b.nack_paths().iter() {
-                                let nack = Arrival {
-                                    to_b: false,
-                                    path,
-                                    payload: Payload::Nack(epoch, nacks.clone()),
-                                };
-                                let link = &mut self.paths[path.index()].to_a;
-                                wire.send(link, now, 100, &mut rng, nack);
-                            }
-                        }
+                        send_nacks(&mut rx, &b, &mut self.paths, &mut wire, now, &mut rng);
                     }
                     Payload::Nack(epoch, seqs) => {
                         if epoch != a.epoch() {
@@ -376,6 +365,31 @@ impl Sim {
             .map(|&s| s as f64 / total.max(1) as f64)
             .collect();
         report
+    }
+}
+
+/// Send what the receiver found lost back to the sender, on the paths its
+/// monitor picks for NACKs.
+fn send_nacks(
+    rx: &mut ReorderBuffer,
+    b: &Multipath,
+    paths: &mut [SimPath],
+    wire: &mut Wire,
+    now: Instant,
+    rng: &mut Rng,
+) {
+    let nacks = rx.poll_nacks();
+    if nacks.is_empty() {
+        return;
+    }
+    let epoch = rx.epoch().unwrap_or(0);
+    for path in b.nack_paths().iter() {
+        let nack = Arrival {
+            to_b: false,
+            path,
+            payload: Payload::Nack(epoch, nacks.clone()),
+        };
+        wire.send(&mut paths[path.index()].to_a, now, 100, rng, nack);
     }
 }
 

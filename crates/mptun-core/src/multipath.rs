@@ -53,7 +53,9 @@ const ASIDE_FIRST: Duration = Duration::from_secs(10);
 const ASIDE_MAX: Duration = Duration::from_secs(300);
 /// Rate assumed for a path before it has been measured: 100 Mbit/s.
 const INITIAL_RATE: f64 = 12.5e6;
-/// Queueing delay above which losses are put down to congestion.
+/// Queueing delay above which losses are put down to congestion: not
+/// counted against the path, and left to the inner flow (its signal to
+/// slow down) rather than repaired.
 const CONGESTED_US: f64 = 10_000.0;
 /// Queueing delay above which a path's delivery rate is its capacity.
 const QUEUED_US: f64 = 1000.0;
@@ -261,6 +263,12 @@ impl PathMonitor {
             rx_bytes: 0,
             rx_highest: None,
         }
+    }
+
+    /// Queueing delay on our direction, µs: the latest probe's or the
+    /// smoothed one, whichever is more.
+    fn queueing(&self) -> f64 {
+        self.owd_out.latest_queueing().max(self.owd_out.queueing())
     }
 
     fn can_carry(&self) -> bool {
@@ -500,9 +508,7 @@ impl Multipath {
             if p.state == PathState::Down {
                 continue; // whatever it had in flight is lost
             }
-            let queue = (p.queue_bytes / p.rate_bytes_per_us())
-                .max(p.owd_out.latest_queueing())
-                .max(p.owd_out.queueing());
+            let queue = (p.queue_bytes / p.rate_bytes_per_us()).max(p.queueing());
             // Queues move between measurements: wide margins, since a path
             // dropped from the set too early turns its late packets into
             // losses for the inner flow.
@@ -580,6 +586,7 @@ impl Multipath {
             epoch: self.epoch,
             paths_in_use: carrying,
             kind: Kind::Data,
+            congested: self.paths[i].queueing() > CONGESTED_US,
         };
         self.path_seq[i] = self.path_seq[i].next();
         let p = &mut self.paths[i];
@@ -766,8 +773,7 @@ impl Multipath {
                 // queue says the path itself is bad. Without a fresh echo
                 // (our probe may have been dropped at that full queue) the
                 // queue is unknown, and the loss is not judged.
-                let queueing = p.owd_out.latest_queueing().max(p.owd_out.queueing());
-                let congested = !fresh_echo || queueing > CONGESTED_US;
+                let congested = !fresh_echo || p.queueing() > CONGESTED_US;
                 let settled = p
                     .session_since
                     .is_some_and(|t| now.saturating_duration_since(t) >= LOSS_SETTLE);
@@ -865,6 +871,7 @@ impl Multipath {
             epoch: self.epoch,
             paths_in_use: in_use,
             kind: Kind::Control,
+            congested: false,
         };
         Some((PathId(i as u8), probe, trailer))
     }

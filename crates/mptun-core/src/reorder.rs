@@ -91,6 +91,11 @@ pub struct ReorderStats {
     /// Of those, gaps filled before their repair was overdue (by the
     /// repair, or by the packet itself if it was only late).
     pub repaired: u64,
+    /// Lost packets not asked for because they were lost on a congested
+    /// path: dropped at its queue, they are the inner flow's signal to slow
+    /// down, and a repair would hide it (and hold everything behind it for
+    /// a round trip through that queue).
+    pub congestion_losses: u64,
 }
 
 struct Held {
@@ -175,6 +180,12 @@ pub struct ReorderBuffer {
     /// `PathId`. Each path delivers in the order it was sent (one queue, one
     /// socket, one task), so nothing earlier can still be in flight on it.
     highest: Vec<Option<Seq>>,
+    /// Highest path sequence number each path has delivered.
+    highest_path_seq: Vec<Option<Seq>>,
+    /// Ranges of sequence numbers, both ends excluded, in which a congested
+    /// path lost packets (it skipped path sequence numbers between two
+    /// packets sent into a standing queue); oldest first.
+    congested_spans: VecDeque<(Seq, Seq)>,
     /// The paths the sender stripes over, as of its latest packet.
     in_use: PathSet,
     /// Packets released in order, not yet taken by the caller.
@@ -224,6 +235,8 @@ impl ReorderBuffer {
             window: VecDeque::new(),
             arrivals: VecDeque::new(),
             highest: Vec::new(),
+            highest_path_seq: Vec::new(),
+            congested_spans: VecDeque::new(),
             heard: Vec::new(),
             in_use: PathSet::default(),
             ready: VecDeque::new(),
@@ -332,7 +345,7 @@ impl ReorderBuffer {
         }
         self.epoch = Some((epoch, now));
         self.note_progress(now, path, trailer);
-        self.request_repairs(now, seq);
+        self.request_repairs(now, Some(seq));
         self.last_arrival = Some(now);
 
         let mut offset = seq.distance_from(self.next);
@@ -435,6 +448,11 @@ impl ReorderBuffer {
     /// overdue.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.clock = Some(now);
+        // A path that fell silent when a gap opened becomes silent for the
+        // hold time just before the gap's hold runs out: ask for what it
+        // took with it now, or the timeout below would win the race (the
+        // next packet, which would have asked, comes a moment too late).
+        self.request_repairs(now, None);
         self.release_losses();
         loop {
             if matches!(self.window.front(), Some(None))
@@ -475,6 +493,8 @@ impl ReorderBuffer {
         self.window.clear();
         self.arrivals.clear();
         self.highest.clear();
+        self.highest_path_seq.clear();
+        self.congested_spans.clear();
         self.heard.clear();
         self.nack_cursor = seq;
         self.nacks.clear();
@@ -540,13 +560,13 @@ impl ReorderBuffer {
     /// Ask for a repair of every gap that every path the sender stripes
     /// over has delivered past (so it is lost), except `arriving`, the
     /// packet being taken in, whose slot is not filled yet; only while
-    /// packets come densely.
+    /// packets come densely; `None` when no packet is being taken in.
     ///
     /// A path silent for the hold time is left out: if it died, it took
     /// its packets in flight with it, and it will never deliver past them
     /// to say so. If it is only slow, its packet comes twice, and the first
     /// copy fills the gap.
-    fn request_repairs(&mut self, now: Instant, arriving: Seq) {
+    fn request_repairs(&mut self, now: Instant, arriving: Option<Seq>) {
         let dense = self.dense(now);
         let quiet = self.hold();
         let mut evident: Option<Seq> = None;
@@ -574,19 +594,49 @@ impl ReorderBuffer {
             self.nack_cursor = gap.next();
             let offset = gap.distance_from(self.next) as usize;
             let filled = matches!(self.window.get(offset), Some(Some(_)));
-            if dense && !filled && gap != arriving {
+            if filled || Some(gap) == arriving {
+                continue;
+            }
+            if self.lost_to_congestion(gap) {
+                self.stats.congestion_losses += 1;
+            } else if dense {
                 self.ask_repair(gap, now);
             }
         }
+    }
+
+    /// Whether `gap` lies where a congested path lost packets.
+    fn lost_to_congestion(&self, gap: Seq) -> bool {
+        self.congested_spans
+            .iter()
+            .any(|&(after, before)| after.is_before(gap) && gap.is_before(before))
     }
 
     fn note_progress(&mut self, now: Instant, path: PathId, trailer: &Trailer) {
         let i = path.index();
         if self.highest.len() <= i {
             self.highest.resize(i + 1, None);
+            self.highest_path_seq.resize(i + 1, None);
             self.heard.resize(i + 1, None);
         }
         self.heard[i] = Some(now);
+        let previous = self.highest_path_seq[i];
+        if previous.is_none_or(|h| h.is_before(trailer.path_seq)) {
+            self.highest_path_seq[i] = Some(trailer.path_seq);
+        }
+        if let (true, Some(prev_path_seq), Some(prev_seq)) =
+            (trailer.congested, previous, self.highest[i])
+        {
+            // Packets sent on this path between the last one it delivered
+            // and this one are missing; this one met a standing queue, and
+            // so, most likely, did they: they were dropped there.
+            if trailer.path_seq.distance_from(prev_path_seq) > 1 {
+                if self.congested_spans.len() == MAX_CONGESTED_SPANS {
+                    self.congested_spans.pop_front();
+                }
+                self.congested_spans.push_back((prev_seq, trailer.seq));
+            }
+        }
         let highest = &mut self.highest[i];
         if highest.is_none_or(|h| h.is_before(trailer.seq)) {
             *highest = Some(trailer.seq);
@@ -694,6 +744,13 @@ impl ReorderBuffer {
                 break;
             }
         }
+        while let Some(&(_, before)) = self.congested_spans.front() {
+            if before.is_before(self.next) {
+                self.congested_spans.pop_front();
+            } else {
+                break;
+            }
+        }
         while let Some(&(seq, _)) = self.awaiting.front() {
             if seq.is_before(self.next) {
                 self.awaiting.pop_front();
@@ -707,6 +764,10 @@ impl ReorderBuffer {
 /// Most repairs awaited at once: half the default window, more than a path
 /// that dies takes down with it; beyond this, losses are released at once.
 const MAX_AWAITING: usize = 4096;
+
+/// Most spans of congestion losses remembered; a span is forgotten once
+/// delivery has passed it.
+const MAX_CONGESTED_SPANS: usize = 256;
 
 /// A wait learned from how long gaps stayed open: raised at once by a longer
 /// one, brought down towards shorter ones over [`HOLD_FORGET`].
@@ -777,14 +838,34 @@ mod tests {
 
         /// Feed a packet whose payload is its own sequence number.
         fn feed_from(&mut self, ms: u64, path: PathId, epoch: u32, seq: u32) -> Verdict {
-            let now = self.at(ms);
             let trailer = Trailer {
                 seq: Seq(seq),
                 path_seq: Seq(0),
                 epoch,
                 paths_in_use: self.in_use,
                 kind: Kind::Data,
+                congested: false,
             };
+            self.feed_trailer(ms, path, trailer)
+        }
+
+        /// Feed a packet sent into a standing queue on `path`, as its
+        /// `path_seq`th packet there.
+        fn feed_congested(&mut self, ms: u64, path: PathId, seq: u32, path_seq: u32) -> Verdict {
+            let trailer = Trailer {
+                seq: Seq(seq),
+                path_seq: Seq(path_seq),
+                epoch: EPOCH,
+                paths_in_use: self.in_use,
+                kind: Kind::Data,
+                congested: true,
+            };
+            self.feed_trailer(ms, path, trailer)
+        }
+
+        fn feed_trailer(&mut self, ms: u64, path: PathId, trailer: Trailer) -> Verdict {
+            let now = self.at(ms);
+            let seq = trailer.seq.0;
             let verdict = self
                 .buf
                 .handle_packet(now, path, &trailer, &seq.to_be_bytes());
@@ -950,6 +1031,50 @@ mod tests {
         assert_eq!(h.delivered, (0..22).collect::<Vec<_>>());
         let stats = h.buf.stats();
         assert_eq!((stats.repaired, stats.skipped_timeout), (1, 0));
+    }
+
+    #[test]
+    fn a_silent_path_whose_gap_times_out_between_packets_still_gets_it_asked_for() {
+        // Path 1 died just after delivering 0. Its silence reaches the hold
+        // time a moment before 2, which arrived with 0, has waited that
+        // long, and no packet comes in that moment to notice: the timer
+        // must ask for 1 rather than give it up.
+        let mut h = Harness::new(config());
+        h.buf.set_repair_hint(Some(Duration::from_millis(10)));
+        h.feed(0, P1, 0);
+        for seq in 2..16 {
+            h.feed(seq as u64 - 2, P0, seq);
+        }
+        assert_eq!(h.buf.poll_timeout(), Some(h.at(20)));
+        h.tick(20);
+        assert_eq!(h.buf.poll_nacks(), vec![Seq(1)]);
+        assert_eq!(h.delivered, vec![0], "given up at the hold time");
+        h.feed(25, P0, 1);
+        h.drain();
+        assert_eq!(h.delivered, (0..16).collect::<Vec<_>>());
+        let stats = h.buf.stats();
+        assert_eq!((stats.repaired, stats.skipped_timeout), (1, 0));
+    }
+
+    #[test]
+    fn a_loss_at_a_congested_path_s_queue_is_left_to_the_inner_flow() {
+        // 1 went on path 1 and was dropped at its standing queue, as the
+        // next packet there (3, path 1's third) says: the inner flow must
+        // see that loss to slow down, so it is released at once.
+        let mut h = Harness::new(config());
+        h.buf.set_repair_hint(Some(Duration::from_millis(10)));
+        h.feed(0, P1, 0);
+        h.feed(1, P0, 2);
+        h.feed_congested(2, P1, 3, 2);
+        assert!(h.buf.poll_nacks().is_empty(), "asked for a congestion loss");
+        assert_eq!(h.delivered, vec![0, 2, 3]);
+        let stats = h.buf.stats();
+        assert_eq!((stats.congestion_losses, stats.skipped_loss), (1, 1));
+        assert_eq!(stats.repairs_requested, 0);
+        // A later loss on path 0, which has no queue, is asked for.
+        h.feed(3, P0, 5);
+        h.feed_congested(4, P1, 6, 3);
+        assert_eq!(h.buf.poll_nacks(), vec![Seq(4)]);
     }
 
     #[test]
@@ -1166,6 +1291,7 @@ mod tests {
             epoch: EPOCH,
             paths_in_use: PathSet(0b11),
             kind: Kind::Data,
+            congested: false,
         };
         buf.handle_packet(t, P0, &trailer(0), b"a");
         buf.handle_packet(t, P0, &trailer(2), b"c");

@@ -18,7 +18,7 @@
 //! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //! |                        sender epoch                           |
 //! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
-//! |        paths in use           |   flags (0)   |version| kind  |
+//! |        paths in use           |   flags     |C|version| kind  |
 //! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //! ```
 //!
@@ -28,6 +28,11 @@
 //! paths the sender is striping over (bit i for path i): a gap in the global
 //! order is lost once every one of them has delivered past it, since each
 //! path delivers in the order it was sent.
+//!
+//! Flag C (congested) says the path had a standing queue when the packet
+//! was sent: a packet missing just before it on the same path was most
+//! likely dropped at that queue, and the receiver leaves such a loss to the
+//! inner flow instead of asking for it again (see [`crate::reorder`]).
 
 use crate::path::PathSet;
 use crate::seq::Seq;
@@ -37,6 +42,9 @@ pub const TRAILER_LEN: usize = 16;
 
 /// Version of the trailer layout, in the high nibble of the last byte.
 pub const VERSION: u8 = 1;
+
+/// Flag bit: the path had a standing queue when the packet was sent.
+const FLAG_CONGESTED: u8 = 0x01;
 
 /// What a packet carries, in the low nibble of the last byte.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,6 +72,8 @@ pub struct Trailer {
     pub paths_in_use: PathSet,
     /// What the packet carries.
     pub kind: Kind,
+    /// The path had a standing queue when this was sent (flag C).
+    pub congested: bool,
 }
 
 /// Why a trailer could not be read. Small and `Copy`: the packet is dropped
@@ -91,7 +101,7 @@ impl Trailer {
         out[4..8].copy_from_slice(&self.path_seq.0.to_be_bytes());
         out[8..12].copy_from_slice(&self.epoch.to_be_bytes());
         out[12..14].copy_from_slice(&self.paths_in_use.0.to_be_bytes());
-        out[14] = 0;
+        out[14] = if self.congested { FLAG_CONGESTED } else { 0 };
         out[15] = (VERSION << 4) | self.kind as u8;
     }
 
@@ -113,7 +123,7 @@ impl Trailer {
             3 => Kind::Nack,
             _ => return Err(WireError::UnknownKind),
         };
-        if t[14] != 0 {
+        if t[14] & !FLAG_CONGESTED != 0 {
             return Err(WireError::UnknownFlags);
         }
         let trailer = Trailer {
@@ -122,6 +132,7 @@ impl Trailer {
             epoch: word(8),
             paths_in_use: PathSet(u16::from_be_bytes([t[12], t[13]])),
             kind,
+            congested: t[14] & FLAG_CONGESTED != 0,
         };
         Ok((trailer, body_len))
     }
@@ -147,6 +158,7 @@ mod tests {
             epoch: 0xdead_beef,
             paths_in_use: PathSet(0x8005),
             kind: Kind::Data,
+            congested: false,
         }
     }
 
@@ -167,6 +179,18 @@ mod tests {
     }
 
     #[test]
+    fn carries_the_congested_flag() {
+        let mut buf = [0; TRAILER_LEN];
+        let congested = Trailer {
+            congested: true,
+            ..golden_trailer()
+        };
+        congested.encode(&mut buf);
+        assert_eq!(buf[14], 0x01);
+        assert_eq!(Trailer::decode_suffix(&buf), Ok((congested, 0)));
+    }
+
+    #[test]
     fn rejects_malformed_trailers() {
         assert_eq!(
             Trailer::decode_suffix(&GOLDEN[1..]),
@@ -178,7 +202,7 @@ mod tests {
         bad[15] = 0x1f;
         assert_eq!(Trailer::decode_suffix(&bad), Err(WireError::UnknownKind));
         bad = GOLDEN;
-        bad[14] = 1;
+        bad[14] = 2;
         assert_eq!(Trailer::decode_suffix(&bad), Err(WireError::UnknownFlags));
     }
 

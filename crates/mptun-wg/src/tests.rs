@@ -30,6 +30,7 @@ fn sample_trailer() -> Trailer {
         epoch: 77,
         paths_in_use: PathSet(0b111),
         kind: Kind::Data,
+        congested: false,
     }
 }
 

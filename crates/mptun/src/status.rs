@@ -88,6 +88,8 @@ pub struct ReorderStatus {
     pub repair_wait_ms: Option<f64>,
     pub repairs_requested: u64,
     pub repaired: u64,
+    /// Losses on a congested path, left to the inner flow unrepaired.
+    pub congestion_losses: u64,
 }
 
 /// One path.
@@ -150,6 +152,7 @@ fn reorder_status(rx: &mptun_core::ReorderBuffer) -> ReorderStatus {
         repair_wait_ms: rx.repair_wait().map(ms),
         repairs_requested: stats.repairs_requested,
         repaired: stats.repaired,
+        congestion_losses: stats.congestion_losses,
     }
 }
 
@@ -338,11 +341,12 @@ pub fn render(s: &Status) -> String {
     );
     let _ = writeln!(
         o,
-        "  repairs: {} asked for, {} came in time; waited for up to {}",
+        "  repairs: {} asked for, {} came in time; waited for up to {}; {} congestion losses left to the inner flow",
         r.repairs_requested,
         r.repaired,
         r.repair_wait_ms
-            .map_or("-".into(), |w| format!("{w:.1} ms"))
+            .map_or("-".into(), |w| format!("{w:.1} ms")),
+        r.congestion_losses
     );
     let _ = writeln!(
         o,

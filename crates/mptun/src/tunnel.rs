@@ -478,6 +478,7 @@ async fn send_nacks(shared: &Shared, lost: &[Seq], epoch: u32) {
             epoch: mp.epoch(),
             paths_in_use: mp.paths_in_use(),
             kind: Kind::Nack,
+            congested: false,
         };
         (mp.nack_paths(), trailer)
     };
@@ -606,10 +607,16 @@ fn deliver(
         Verdict::Dropped(_) => {}
     }
     shared.write_released(&mut rx);
+    take_nacks(shared, &mut rx)
+}
+
+/// Take the sequence numbers the reorder buffer found lost, and the sender
+/// epoch they belong to, for a NACK.
+fn take_nacks(shared: &Shared, rx: &mut Receiver) -> Option<(Vec<Seq>, u32)> {
     let lost = rx.buffer.poll_nacks();
     // A gap now waiting for its repair may be due sooner than the hold.
     if !lost.is_empty() {
-        shared.rearm_reorder_timer(&mut rx);
+        shared.rearm_reorder_timer(rx);
     }
     Some((lost, rx.buffer.epoch()?)).filter(|(lost, _)| !lost.is_empty())
 }
@@ -626,9 +633,15 @@ async fn reorder_timer(shared: Arc<Shared>) {
             Some(at) => {
                 tokio::select! {
                     _ = tokio::time::sleep_until(at.into()) => {
-                        let mut rx = lock(&shared.receiver);
-                        rx.buffer.handle_timeout(Instant::now());
-                        shared.write_released(&mut rx);
+                        let nacks = {
+                            let mut rx = lock(&shared.receiver);
+                            rx.buffer.handle_timeout(Instant::now());
+                            shared.write_released(&mut rx);
+                            take_nacks(&shared, &mut rx)
+                        };
+                        if let Some((lost, epoch)) = nacks {
+                            send_nacks(&shared, &lost, epoch).await;
+                        }
                     }
                     _ = shared.reorder_wake.notified() => {}
                 }

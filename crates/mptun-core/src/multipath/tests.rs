@@ -303,6 +303,7 @@ fn a_trickle_through_a_queue_does_not_pass_for_the_path_capacity() {
             epoch: 1,
             paths_in_use: PathSet(0b10),
             kind: Kind::Data,
+            congested: false,
         };
         pair.b.handle_data_received(PathId(1), &trailer, 200);
         pair.run(ms, ms + 50);
@@ -334,4 +335,23 @@ fn a_capacity_read_too_low_is_forgotten_when_probes_meet_no_queue() {
         pair.run(ms, ms + 1);
     }
     assert!(on_path_1 >= 1200, "{on_path_1} of 4000 on path 1");
+}
+
+#[test]
+fn packets_sent_into_a_standing_queue_say_so() {
+    // The receiver leaves a loss just before such a packet to the inner
+    // flow; before the queue shows, and once it is gone, losses are repaired.
+    let mut pair = Pair::new(&[5]);
+    pair.run(0, 1000);
+    let send = |pair: &mut Pair, ms: u64| {
+        let now = pair.t0 + Duration::from_millis(ms);
+        pair.a.handle_outbound(now, 1250).unwrap().1.congested
+    };
+    assert!(!send(&mut pair, 1000));
+    pair.delays[0] = Some(20 * MS); // 15 ms of queue
+    pair.run(1000, 1200);
+    assert!(send(&mut pair, 1200));
+    pair.delays[0] = Some(7 * MS);
+    pair.run(1200, 1400);
+    assert!(!send(&mut pair, 1400));
 }

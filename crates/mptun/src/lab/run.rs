@@ -65,6 +65,8 @@ pub struct MptunDetail {
     pub reorder_repairs_requested: u64,
     /// Of those, packets that came in time to fill their gap.
     pub reorder_repaired: u64,
+    /// Losses on a congested path, released at once, not asked for.
+    pub reorder_congestion_losses: u64,
     /// Packets dropped as late or duplicate.
     pub reorder_dropped: u64,
     /// Median and 99th percentile of how long held packets waited.
@@ -439,6 +441,7 @@ fn mptun_detail(
         reorder_skipped_timeout: r1.skipped_timeout - r0.skipped_timeout,
         reorder_repairs_requested: r1.repairs_requested - r0.repairs_requested,
         reorder_repaired: r1.repaired - r0.repaired,
+        reorder_congestion_losses: r1.congestion_losses - r0.congestion_losses,
         reorder_dropped: (r1.dropped_stale + r1.dropped_duplicate)
             - (r0.dropped_stale + r0.dropped_duplicate),
         hold_p50_ms: r1.wait_p50_ms,
@@ -766,10 +769,11 @@ pub fn render(r: &LabReport) -> String {
     let _ = writeln!(o, "mptun per-path share of bytes: {}", shares.join(", "));
     let _ = writeln!(
         o,
-        "mptun reorder buffer: {} held, {} gaps repaired of {} asked for, {} released as lost, {} on timeout, {} late/duplicate dropped",
+        "mptun reorder buffer: {} held, {} gaps repaired of {} asked for, {} congestion losses not asked for, {} released as lost, {} on timeout, {} late/duplicate dropped",
         m.reorder_held,
         m.reorder_repaired,
         m.reorder_repairs_requested,
+        m.reorder_congestion_losses,
         m.reorder_skipped_loss,
         m.reorder_skipped_timeout,
         m.reorder_dropped
