@@ -36,6 +36,8 @@ pub const DOWN_AFTER_MIN: Duration = Duration::from_millis(120);
 pub const DOWN_AFTER_MAX: Duration = Duration::from_millis(290);
 /// A path that has sent data this recently is busy.
 const BUSY_WINDOW: Duration = Duration::from_millis(100);
+/// Margin over the expected round trip before a probe's echo is overdue.
+const ECHO_OVERDUE_MARGIN: Duration = Duration::from_millis(10);
 /// Loss above which a path is set aside while another is clean. Repairs
 /// hide a path's losses from the inner flow, at the cost of a round trip's
 /// wait for each: worth it for a few losses, not for many.
@@ -149,6 +151,11 @@ pub struct PathEstimate {
     pub owd_in_rel_ms: Option<f64>,
     /// Jitter of the peer's one-way delay towards us, ms.
     pub jitter_in_ms: f64,
+    /// The echo of a probe is overdue: new data avoids the path until one
+    /// comes (it is not down yet).
+    pub echo_late: bool,
+    /// Times that happened.
+    pub late_echoes: u64,
 }
 
 #[derive(Clone, Copy)]
@@ -185,6 +192,12 @@ struct Feedback {
 
 struct PathMonitor {
     state: PathState,
+    /// Up, but the echo of a probe is overdue: carries nothing new until
+    /// an echo comes, well before it would be marked down. Not a state
+    /// change (not logged): a path that only hiccupped is back at once.
+    suspect: bool,
+    /// Times the path became suspect.
+    late_echoes: u64,
     session_since: Option<Instant>,
     // Probing.
     probes_sent: u32,
@@ -233,6 +246,8 @@ impl PathMonitor {
     fn new() -> Self {
         PathMonitor {
             state: PathState::NoSession,
+            suspect: false,
+            late_echoes: 0,
             session_since: None,
             probes_sent: 0,
             next_probe: None,
@@ -272,12 +287,35 @@ impl PathMonitor {
     }
 
     fn can_carry(&self) -> bool {
-        matches!(self.state, PathState::Up | PathState::Unconfirmed)
+        matches!(self.state, PathState::Up | PathState::Unconfirmed) && !self.suspect
     }
 
     fn busy(&self, now: Instant) -> bool {
         self.last_data_sent
             .is_some_and(|t| now.saturating_duration_since(t) < BUSY_WINDOW)
+    }
+
+    /// When a fresh echo is overdue: a round trip with its variation, plus
+    /// the wait for the peer's next probe (which carries the echo), plus one
+    /// more interval of each side (so that one lost probe or echo is not
+    /// enough: moving a lossy path's traffic away and back reorders it),
+    /// plus a margin, after our oldest unechoed probe left or the last echo
+    /// came, whichever is later (a probe lost in an outage is never echoed,
+    /// and must not make the path suspect again the moment it is back).
+    /// `None` while the path is not up.
+    fn echo_overdue_at(&self) -> Option<Instant> {
+        if self.state != PathState::Up {
+            return None;
+        }
+        let oldest = self
+            .probes_in_flight
+            .iter()
+            .find(|p| p.number > self.last_echo_number)?;
+        let theirs = self.peer_interval.unwrap_or(PROBE_IDLE).min(PROBE_IDLE);
+        let rtt = self.rtt.srtt_us()? + 4.0 * self.rtt.rttvar_us();
+        let wait = PROBE_BUSY + 2 * theirs + ECHO_OVERDUE_MARGIN;
+        let since = self.last_echo.map_or(oldest.at, |e| e.max(oldest.at));
+        Some(since + wait + Duration::from_micros(rtt as u64))
     }
 
     /// How long without a new echo before the path is down. The peer
@@ -471,21 +509,25 @@ impl Multipath {
 
     /// Return the paths data may use now.
     pub fn paths_in_use(&self) -> PathSet {
-        let mut set = PathSet::default();
-        for (i, p) in self.paths.iter().enumerate() {
-            if p.can_carry() {
-                set.insert(PathId(i as u8));
-            }
-        }
-        if set == PathSet::default() {
-            // Nothing better: a lossy path beats none.
+        // Nothing better: a path whose echo is late beats a lossy one, and
+        // a lossy one beats none.
+        let tiers: [&dyn Fn(&PathMonitor) -> bool; 3] = [
+            &|p| p.can_carry(),
+            &|p| matches!(p.state, PathState::Up | PathState::Unconfirmed),
+            &|p| p.state == PathState::SetAside,
+        ];
+        for usable in tiers {
+            let mut set = PathSet::default();
             for (i, p) in self.paths.iter().enumerate() {
-                if p.state == PathState::SetAside {
+                if usable(p) {
                     set.insert(PathId(i as u8));
                 }
             }
+            if set != PathSet::default() {
+                return set;
+            }
         }
-        set
+        PathSet::default()
     }
 
     /// Return the paths on which a packet sent earlier may still arrive
@@ -715,6 +757,7 @@ impl Multipath {
         if fresh_echo {
             p.last_echo_number = probe.echo_number;
             p.last_echo = Some(now);
+            p.suspect = false;
             let waited = probe.sent_us.saturating_sub(probe.echo_arrived_us);
             let rtt = now_us
                 .saturating_sub(probe.echo_sent_us)
@@ -886,7 +929,8 @@ impl Multipath {
                     PathState::Up | PathState::Unconfirmed | PathState::SetAside => p.down_at(),
                     _ => None,
                 };
-                [p.next_probe, down_at, p.aside_until]
+                let overdue_at = p.echo_overdue_at().filter(|_| !p.suspect);
+                [p.next_probe, down_at, p.aside_until, overdue_at]
             })
             .flatten()
             .min()
@@ -906,7 +950,11 @@ impl Multipath {
                     self.set_state(i, PathState::Up, 0.0);
                 }
             }
-            let p = &self.paths[i];
+            let p = &mut self.paths[i];
+            if !p.suspect && p.echo_overdue_at().is_some_and(|t| t <= now) {
+                p.suspect = true;
+                p.late_echoes += 1;
+            }
             if !matches!(
                 p.state,
                 PathState::Up | PathState::Unconfirmed | PathState::SetAside
@@ -1014,6 +1062,8 @@ impl Multipath {
             loss: p.loss,
             owd_in_rel_ms: rel(&|q: &PathMonitor| q.owd_in.smoothed()),
             jitter_in_ms: p.owd_in.jitter() / 1000.0,
+            echo_late: p.suspect,
+            late_echoes: p.late_echoes,
         }
     }
 }

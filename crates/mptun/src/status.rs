@@ -107,6 +107,8 @@ pub struct PathStatus {
     pub rate_mbps: Option<f64>,
     pub loss_pct: f64,
     pub rx_probes: u64,
+    /// Times data moved off the path because a probe's echo was overdue.
+    pub late_echoes: u64,
     pub since_handshake_secs: Option<f64>,
     pub handshake_rtt_ms: Option<u32>,
     pub tx_packets: u64,
@@ -206,7 +208,11 @@ pub(crate) fn snapshot(shared: &Shared) -> Status {
                     local: p.local.to_string(),
                     endpoint: p.endpoint().map(|e| e.to_string()),
                     up: matches!(state, PathState::Up | PathState::Unconfirmed),
-                    state: state_name(state).to_string(),
+                    state: if est.echo_late && state == PathState::Up {
+                        "up (echo late)".to_string()
+                    } else {
+                        state_name(state).to_string()
+                    },
                     srtt_ms: est.srtt_ms,
                     owd_rel_ms: est.owd_rel_ms,
                     queue_ms: est.queue_ms,
@@ -214,6 +220,7 @@ pub(crate) fn snapshot(shared: &Shared) -> Status {
                     rate_mbps: est.rate_mbps,
                     loss_pct: est.loss * 100.0,
                     rx_probes: c.rx_probes.get(),
+                    late_echoes: est.late_echoes,
                     since_handshake_secs: since.map(|d| d.as_secs_f64()),
                     handshake_rtt_ms: rtt,
                     tx_packets: c.tx_packets.get(),
@@ -398,6 +405,13 @@ pub fn render(s: &Status) -> String {
         );
         if p.resent > 0 {
             let _ = writeln!(o, "  resent: {} packets the peer asked for again", p.resent);
+        }
+        if p.late_echoes > 0 {
+            let _ = writeln!(
+                o,
+                "  late echoes: {} times data moved off the path before it was down",
+                p.late_echoes
+            );
         }
         let rejected = p.rejected.total();
         if rejected + p.send_errors + p.recv_errors > 0 {

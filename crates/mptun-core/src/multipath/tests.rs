@@ -355,3 +355,42 @@ fn packets_sent_into_a_standing_queue_say_so() {
     pair.run(1200, 1400);
     assert!(!send(&mut pair, 1400));
 }
+
+#[test]
+fn traffic_leaves_a_silent_busy_path_long_before_it_is_down() {
+    // Both sides send on both paths (data one way, its ACKs the other), so
+    // both probe every 10 ms. A light flow may sit entirely on one path;
+    // when that path dies, waiting the full down time (over 100 ms) would
+    // stall the flow into a retransmission timeout.
+    let mut pair = Pair::new(&[5, 5]);
+    let busy = |pair: &mut Pair, from_ms: u64, until_ms: u64| {
+        for ms in from_ms..until_ms {
+            let now = pair.t0 + Duration::from_millis(ms);
+            for side in [&mut pair.a, &mut pair.b] {
+                for _ in 0..20 {
+                    side.handle_outbound(now, 1250);
+                }
+            }
+            pair.run(ms, ms + 1);
+        }
+    };
+    busy(&mut pair, 0, 1000);
+    assert_eq!(pair.a.paths_in_use(), PathSet(0b11));
+    pair.delays[0] = None;
+    let mut left_at = None;
+    for ms in 1000..1300 {
+        busy(&mut pair, ms, ms + 1);
+        if left_at.is_none() && pair.a.paths_in_use() == PathSet(0b10) {
+            left_at = Some(ms - 1000);
+            assert_eq!(pair.a.state(PathId(0)), PathState::Up, "not down yet");
+        }
+    }
+    let left_after = left_at.expect("path 0 kept in use");
+    assert!(left_after <= 60, "left after {left_after} ms");
+    assert_eq!(pair.a.estimate(PathId(0)).late_echoes, 1);
+    // Back at the first echo once the path works again.
+    pair.delays[0] = Some(5 * MS);
+    busy(&mut pair, 1300, 1500);
+    assert_eq!(pair.a.paths_in_use(), PathSet(0b11));
+    assert_eq!(pair.a.estimate(PathId(0)).late_echoes, 1, "no flapping");
+}

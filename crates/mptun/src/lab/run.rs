@@ -67,6 +67,9 @@ pub struct MptunDetail {
     pub reorder_repaired: u64,
     /// Losses on a congested path, released at once, not asked for.
     pub reorder_congestion_losses: u64,
+    /// Times, on both sites and all paths, data moved off a path because a
+    /// probe's echo was overdue.
+    pub late_echoes: u64,
     /// Packets dropped as late or duplicate.
     pub reorder_dropped: u64,
     /// Median and 99th percentile of how long held packets waited.
@@ -442,6 +445,11 @@ fn mptun_detail(
         reorder_repairs_requested: r1.repairs_requested - r0.repairs_requested,
         reorder_repaired: r1.repaired - r0.repaired,
         reorder_congestion_losses: r1.congestion_losses - r0.congestion_losses,
+        late_echoes: [(a0, a1), (b0, b1)]
+            .iter()
+            .flat_map(|(before, after)| after.paths.iter().zip(&before.paths))
+            .map(|(after, before)| after.late_echoes - before.late_echoes)
+            .sum(),
         reorder_dropped: (r1.dropped_stale + r1.dropped_duplicate)
             - (r0.dropped_stale + r0.dropped_duplicate),
         hold_p50_ms: r1.wait_p50_ms,
@@ -767,6 +775,11 @@ pub fn render(r: &LabReport) -> String {
         .map(|(i, s)| format!("path {}: {:.0}%", i + 1, 100.0 * s))
         .collect();
     let _ = writeln!(o, "mptun per-path share of bytes: {}", shares.join(", "));
+    let _ = writeln!(
+        o,
+        "mptun late echoes (data moved off a path not yet down): {}",
+        m.late_echoes
+    );
     let _ = writeln!(
         o,
         "mptun reorder buffer: {} held, {} gaps repaired of {} asked for, {} congestion losses not asked for, {} released as lost, {} on timeout, {} late/duplicate dropped",
