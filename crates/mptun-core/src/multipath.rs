@@ -154,7 +154,7 @@ pub struct PathEstimate {
     /// The echo of a probe is overdue: new data avoids the path until one
     /// comes (it is not down yet).
     pub echo_late: bool,
-    /// Times that happened.
+    /// Times an echo came that late.
     pub late_echoes: u64,
 }
 
@@ -202,6 +202,8 @@ struct PathMonitor {
     // Probing.
     probes_sent: u32,
     next_probe: Option<Instant>,
+    /// Interval to our next probe, as of the last one sent.
+    probe_interval: Duration,
     last_data_sent: Option<Instant>,
     // Our direction, from echoes.
     rtt: RttEstimator,
@@ -251,6 +253,7 @@ impl PathMonitor {
             session_since: None,
             probes_sent: 0,
             next_probe: None,
+            probe_interval: PROBE_IDLE,
             last_data_sent: None,
             rtt: RttEstimator::default(),
             owd_out: DelayTracker::new(BASE_DELAY_WINDOW),
@@ -313,7 +316,7 @@ impl PathMonitor {
             .find(|p| p.number > self.last_echo_number)?;
         let theirs = self.peer_interval.unwrap_or(PROBE_IDLE).min(PROBE_IDLE);
         let rtt = self.rtt.srtt_us()? + 4.0 * self.rtt.rttvar_us();
-        let wait = PROBE_BUSY + 2 * theirs + ECHO_OVERDUE_MARGIN;
+        let wait = self.probe_interval + 2 * theirs + ECHO_OVERDUE_MARGIN;
         let since = self.last_echo.map_or(oldest.at, |e| e.max(oldest.at));
         Some(since + wait + Duration::from_micros(rtt as u64))
     }
@@ -455,6 +458,9 @@ impl Multipath {
         let p = &mut self.paths[path];
         if p.state != state {
             p.state = state;
+            // Only a fresh echo makes a path up again, and that clears it;
+            // a stale flag must not keep a new session's path idle.
+            p.suspect = false;
             // Unconfirmed is a passing state, not news.
             if state != PathState::Unconfirmed {
                 self.events.push_back(PathEvent {
@@ -893,6 +899,7 @@ impl Multipath {
         });
         let interval = if p.busy(now) { PROBE_BUSY } else { PROBE_IDLE };
         p.next_probe = Some(now + interval);
+        p.probe_interval = interval;
         let echo = p.peer_probe.unwrap_or(PeerProbe {
             number: 0,
             sent_us: 0,
@@ -1021,13 +1028,14 @@ impl Multipath {
     }
 
     /// Return the paths to send a NACK on: the two with the shortest round
-    /// trip that are up, so one loss does not lose the NACK.
+    /// trip among those data may use, so one loss does not lose the NACK.
     pub fn nack_paths(&self) -> PathSet {
+        let usable = self.paths_in_use();
         let mut up: Vec<(f64, usize)> = self
             .paths
             .iter()
             .enumerate()
-            .filter(|(_, p)| p.can_carry())
+            .filter(|&(i, _)| usable.contains(PathId(i as u8)))
             .map(|(i, p)| (p.rtt.srtt_us().unwrap_or(f64::MAX), i))
             .collect();
         up.sort_by(|a, b| a.0.total_cmp(&b.0));

@@ -182,10 +182,10 @@ pub struct ReorderBuffer {
     highest: Vec<Option<Seq>>,
     /// Highest path sequence number each path has delivered.
     highest_path_seq: Vec<Option<Seq>>,
-    /// Ranges of sequence numbers, both ends excluded, in which a congested
-    /// path lost packets (it skipped path sequence numbers between two
-    /// packets sent into a standing queue); oldest first.
-    congested_spans: VecDeque<(Seq, Seq)>,
+    /// Where a congested path lost packets: it skipped path sequence
+    /// numbers just before a packet sent into a standing queue. Oldest
+    /// first.
+    congested_spans: VecDeque<CongestedSpan>,
     /// The paths the sender stripes over, as of its latest packet.
     in_use: PathSet,
     /// Packets released in order, not yet taken by the caller.
@@ -345,7 +345,7 @@ impl ReorderBuffer {
         }
         self.epoch = Some((epoch, now));
         self.note_progress(now, path, trailer);
-        self.request_repairs(now, Some(seq));
+        self.request_repairs(now, Some(seq), self.hold());
         self.last_arrival = Some(now);
 
         let mut offset = seq.distance_from(self.next);
@@ -448,11 +448,12 @@ impl ReorderBuffer {
     /// overdue.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.clock = Some(now);
-        // A path that fell silent when a gap opened becomes silent for the
-        // hold time just before the gap's hold runs out: ask for what it
-        // took with it now, or the timeout below would win the race (the
-        // next packet, which would have asked, comes a moment too late).
-        self.request_repairs(now, None);
+        // A path that died as a gap opened has been silent for about the
+        // hold time when the gap's hold runs out: a little more or a little
+        // less, as its last packet came just before or just after the first
+        // one held. Ask for what it took with it now, or the timeout below
+        // gives it up; half the hold tells a dead path from a slow one.
+        self.request_repairs(now, None, self.hold() / 2);
         self.release_losses();
         loop {
             if matches!(self.window.front(), Some(None))
@@ -559,16 +560,15 @@ impl ReorderBuffer {
 
     /// Ask for a repair of every gap that every path the sender stripes
     /// over has delivered past (so it is lost), except `arriving`, the
-    /// packet being taken in, whose slot is not filled yet; only while
-    /// packets come densely; `None` when no packet is being taken in.
+    /// packet being taken in (`None` when none is), whose slot is not
+    /// filled yet; only while packets come densely.
     ///
-    /// A path silent for the hold time is left out: if it died, it took
-    /// its packets in flight with it, and it will never deliver past them
-    /// to say so. If it is only slow, its packet comes twice, and the first
+    /// A path silent for `quiet` is left out: if it died, it took its
+    /// packets in flight with it, and it will never deliver past them to
+    /// say so. If it is only slow, its packet comes twice, and the first
     /// copy fills the gap.
-    fn request_repairs(&mut self, now: Instant, arriving: Option<Seq>) {
+    fn request_repairs(&mut self, now: Instant, arriving: Option<Seq>, quiet: Duration) {
         let dense = self.dense(now);
-        let quiet = self.hold();
         let mut evident: Option<Seq> = None;
         for p in self.in_use.iter() {
             let heard = self.heard.get(p.index()).copied().flatten();
@@ -597,7 +597,8 @@ impl ReorderBuffer {
             if filled || Some(gap) == arriving {
                 continue;
             }
-            if self.lost_to_congestion(gap) {
+            let congestion = self.take_congestion_loss(gap);
+            if dense && congestion {
                 self.stats.congestion_losses += 1;
             } else if dense {
                 self.ask_repair(gap, now);
@@ -605,11 +606,19 @@ impl ReorderBuffer {
         }
     }
 
-    /// Whether `gap` lies where a congested path lost packets.
-    fn lost_to_congestion(&self, gap: Seq) -> bool {
-        self.congested_spans
-            .iter()
-            .any(|&(after, before)| after.is_before(gap) && gap.is_before(before))
+    /// Whether `gap` lies where a congested path lost packets, and is one
+    /// of as many gaps there as it lost: a loss on another path may fall in
+    /// the same stretch, and is repaired unless it comes first.
+    fn take_congestion_loss(&mut self, gap: Seq) -> bool {
+        let span = self
+            .congested_spans
+            .iter_mut()
+            .find(|s| s.missing > 0 && s.after.is_before(gap) && gap.is_before(s.before));
+        if let Some(span) = span {
+            span.missing -= 1;
+            return true;
+        }
+        false
     }
 
     fn note_progress(&mut self, now: Instant, path: PathId, trailer: &Trailer) {
@@ -630,11 +639,16 @@ impl ReorderBuffer {
             // Packets sent on this path between the last one it delivered
             // and this one are missing; this one met a standing queue, and
             // so, most likely, did they: they were dropped there.
-            if trailer.path_seq.distance_from(prev_path_seq) > 1 {
+            let skipped = trailer.path_seq.distance_from(prev_path_seq) - 1;
+            if skipped > 0 {
                 if self.congested_spans.len() == MAX_CONGESTED_SPANS {
                     self.congested_spans.pop_front();
                 }
-                self.congested_spans.push_back((prev_seq, trailer.seq));
+                self.congested_spans.push_back(CongestedSpan {
+                    after: prev_seq,
+                    before: trailer.seq,
+                    missing: u32::try_from(skipped).unwrap_or(u32::MAX),
+                });
             }
         }
         let highest = &mut self.highest[i];
@@ -744,8 +758,8 @@ impl ReorderBuffer {
                 break;
             }
         }
-        while let Some(&(_, before)) = self.congested_spans.front() {
-            if before.is_before(self.next) {
+        while let Some(span) = self.congested_spans.front() {
+            if span.before.is_before(self.next) {
                 self.congested_spans.pop_front();
             } else {
                 break;
@@ -768,6 +782,14 @@ const MAX_AWAITING: usize = 4096;
 /// Most spans of congestion losses remembered; a span is forgotten once
 /// delivery has passed it.
 const MAX_CONGESTED_SPANS: usize = 256;
+
+/// Sequence numbers strictly between `after` and `before` among which a
+/// congested path lost `missing` packets.
+struct CongestedSpan {
+    after: Seq,
+    before: Seq,
+    missing: u32,
+}
 
 /// A wait learned from how long gaps stayed open: raised at once by a longer
 /// one, brought down towards shorter ones over [`HOLD_FORGET`].
@@ -1035,21 +1057,24 @@ mod tests {
 
     #[test]
     fn a_silent_path_whose_gap_times_out_between_packets_still_gets_it_asked_for() {
-        // Path 1 died just after delivering 0. Its silence reaches the hold
-        // time a moment before 2, which arrived with 0, has waited that
-        // long, and no packet comes in that moment to notice: the timer
-        // must ask for 1 rather than give it up.
+        // 3 came on path 0 and waits for 1 and 2; path 1 brings 1 two
+        // milliseconds later, then dies with 2. When 3 has waited the hold
+        // time, path 1 has been silent a little less than that, and no
+        // packet comes in that moment to notice: the timer must ask for 2
+        // rather than give it up.
         let mut h = Harness::new(config());
         h.buf.set_repair_hint(Some(Duration::from_millis(10)));
         h.feed(0, P1, 0);
-        for seq in 2..16 {
-            h.feed(seq as u64 - 2, P0, seq);
+        h.feed(0, P0, 3);
+        h.feed(2, P1, 1);
+        for seq in 4..16 {
+            h.feed(seq as u64 - 3, P0, seq);
         }
         assert_eq!(h.buf.poll_timeout(), Some(h.at(20)));
         h.tick(20);
-        assert_eq!(h.buf.poll_nacks(), vec![Seq(1)]);
-        assert_eq!(h.delivered, vec![0], "given up at the hold time");
-        h.feed(25, P0, 1);
+        assert_eq!(h.buf.poll_nacks(), vec![Seq(2)]);
+        assert_eq!(h.delivered, vec![0, 1], "given up at the hold time");
+        h.feed(25, P0, 2);
         h.drain();
         assert_eq!(h.delivered, (0..16).collect::<Vec<_>>());
         let stats = h.buf.stats();
@@ -1075,6 +1100,21 @@ mod tests {
         h.feed(3, P0, 5);
         h.feed_congested(4, P1, 6, 3);
         assert_eq!(h.buf.poll_nacks(), vec![Seq(4)]);
+    }
+
+    #[test]
+    fn a_congested_path_excuses_only_as_many_gaps_as_it_lost() {
+        // Path 1 skipped one number before 4 (it lost 1 at its queue); 2,
+        // lost on path 0 in the same stretch, is still asked for.
+        let mut h = Harness::new(config());
+        h.buf.set_repair_hint(Some(Duration::from_millis(10)));
+        h.feed(0, P1, 0);
+        h.feed(1, P0, 3);
+        h.feed(1, P0, 5);
+        h.feed_congested(2, P1, 4, 2);
+        assert_eq!(h.buf.poll_nacks(), vec![Seq(2)]);
+        assert_eq!(h.buf.stats().congestion_losses, 1);
+        assert_eq!(h.delivered, vec![0], "2 is awaited");
     }
 
     #[test]

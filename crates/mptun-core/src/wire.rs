@@ -41,7 +41,9 @@ use crate::seq::Seq;
 pub const TRAILER_LEN: usize = 16;
 
 /// Version of the trailer layout, in the high nibble of the last byte.
-pub const VERSION: u8 = 1;
+/// Version 2 added flag C: a version 1 peer would drop every packet that
+/// carries it, so the two refuse each other outright instead.
+pub const VERSION: u8 = 2;
 
 /// Flag bit: the path had a standing queue when the packet was sent.
 const FLAG_CONGESTED: u8 = 0x01;
@@ -148,7 +150,7 @@ mod tests {
         0xde, 0xad, 0xbe, 0xef, // epoch
         0x80, 0x05, // paths in use: 0, 2, 15
         0x00, // flags
-        0x11, // version 1, kind data
+        0x21, // version 2, kind data
     ];
 
     fn golden_trailer() -> Trailer {
@@ -197,9 +199,9 @@ mod tests {
             Err(WireError::Truncated)
         );
         let mut bad = GOLDEN;
-        bad[15] = 0x21;
+        bad[15] = 0x11;
         assert_eq!(Trailer::decode_suffix(&bad), Err(WireError::UnknownVersion));
-        bad[15] = 0x1f;
+        bad[15] = 0x2f;
         assert_eq!(Trailer::decode_suffix(&bad), Err(WireError::UnknownKind));
         bad = GOLDEN;
         bad[14] = 2;

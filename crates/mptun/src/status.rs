@@ -107,7 +107,8 @@ pub struct PathStatus {
     pub rate_mbps: Option<f64>,
     pub loss_pct: f64,
     pub rx_probes: u64,
-    /// Times data moved off the path because a probe's echo was overdue.
+    /// Times a probe's echo was overdue enough for new data to avoid the
+    /// path, before it would be marked down.
     pub late_echoes: u64,
     pub since_handshake_secs: Option<f64>,
     pub handshake_rtt_ms: Option<u32>,
@@ -409,7 +410,7 @@ pub fn render(s: &Status) -> String {
         if p.late_echoes > 0 {
             let _ = writeln!(
                 o,
-                "  late echoes: {} times data moved off the path before it was down",
+                "  late echoes: {} (new data avoided the path until the next echo)",
                 p.late_echoes
             );
         }

@@ -58,6 +58,20 @@ impl Pair {
             }
         }
     }
+
+    /// As [`run`](Self::run), with both sides sending 200 Mbit/s of data
+    /// (not delivered; it only makes their paths busy).
+    fn run_busy(&mut self, from_ms: u64, until_ms: u64) {
+        for ms in from_ms..until_ms {
+            let now = self.t0 + Duration::from_millis(ms);
+            for side in [&mut self.a, &mut self.b] {
+                for _ in 0..20 {
+                    side.handle_outbound(now, 1250);
+                }
+            }
+            self.run(ms, ms + 1);
+        }
+    }
 }
 
 #[test]
@@ -363,34 +377,43 @@ fn traffic_leaves_a_silent_busy_path_long_before_it_is_down() {
     // when that path dies, waiting the full down time (over 100 ms) would
     // stall the flow into a retransmission timeout.
     let mut pair = Pair::new(&[5, 5]);
-    let busy = |pair: &mut Pair, from_ms: u64, until_ms: u64| {
-        for ms in from_ms..until_ms {
-            let now = pair.t0 + Duration::from_millis(ms);
-            for side in [&mut pair.a, &mut pair.b] {
-                for _ in 0..20 {
-                    side.handle_outbound(now, 1250);
-                }
-            }
-            pair.run(ms, ms + 1);
-        }
-    };
-    busy(&mut pair, 0, 1000);
+    pair.run_busy(0, 1000);
     assert_eq!(pair.a.paths_in_use(), PathSet(0b11));
     pair.delays[0] = None;
     let mut left_at = None;
     for ms in 1000..1300 {
-        busy(&mut pair, ms, ms + 1);
+        pair.run_busy(ms, ms + 1);
         if left_at.is_none() && pair.a.paths_in_use() == PathSet(0b10) {
             left_at = Some(ms - 1000);
             assert_eq!(pair.a.state(PathId(0)), PathState::Up, "not down yet");
+            assert!(pair.a.estimate(PathId(0)).echo_late);
+            assert_eq!(pair.a.nack_paths(), PathSet(0b10));
         }
     }
+    assert_eq!(pair.a.state(PathId(0)), PathState::Down);
+    assert!(!pair.a.estimate(PathId(0)).echo_late, "down, not late");
     let left_after = left_at.expect("path 0 kept in use");
     assert!(left_after <= 60, "left after {left_after} ms");
     assert_eq!(pair.a.estimate(PathId(0)).late_echoes, 1);
     // Back at the first echo once the path works again.
     pair.delays[0] = Some(5 * MS);
-    busy(&mut pair, 1300, 1500);
+    pair.run_busy(1300, 1500);
     assert_eq!(pair.a.paths_in_use(), PathSet(0b11));
     assert_eq!(pair.a.estimate(PathId(0)).late_echoes, 1, "no flapping");
+}
+
+#[test]
+fn when_every_path_is_late_data_and_nacks_still_go_out() {
+    // Both paths stall at once (say, the uplink they share): none is down
+    // yet, and one that is late beats none at all.
+    let mut pair = Pair::new(&[5, 5]);
+    pair.run_busy(0, 1000);
+    pair.delays = vec![None, None];
+    pair.run(1000, 1080);
+    assert!(pair.a.estimate(PathId(0)).echo_late && pair.a.estimate(PathId(1)).echo_late);
+    assert_eq!(pair.a.state(PathId(0)), PathState::Up);
+    assert_eq!(pair.a.paths_in_use(), PathSet(0b11));
+    assert_eq!(pair.a.nack_paths(), PathSet(0b11));
+    let now = pair.t0 + 1080 * MS;
+    assert!(pair.a.handle_outbound(now, 1250).is_some());
 }

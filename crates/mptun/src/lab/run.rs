@@ -67,8 +67,8 @@ pub struct MptunDetail {
     pub reorder_repaired: u64,
     /// Losses on a congested path, released at once, not asked for.
     pub reorder_congestion_losses: u64,
-    /// Times, on both sites and all paths, data moved off a path because a
-    /// probe's echo was overdue.
+    /// Times, on both sites and all paths, a probe's echo was overdue enough
+    /// for new data to avoid the path.
     pub late_echoes: u64,
     /// Packets dropped as late or duplicate.
     pub reorder_dropped: u64,
@@ -777,7 +777,7 @@ pub fn render(r: &LabReport) -> String {
     let _ = writeln!(o, "mptun per-path share of bytes: {}", shares.join(", "));
     let _ = writeln!(
         o,
-        "mptun late echoes (data moved off a path not yet down): {}",
+        "mptun late echoes (new data avoided a path not yet down): {}",
         m.late_echoes
     );
     let _ = writeln!(
