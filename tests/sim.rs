@@ -312,7 +312,7 @@ impl Sim {
                         side.handle_probe(now, arrival.path, epoch, &probe);
                     }
                     Payload::Data(trailer) => {
-                        b.handle_data_received(arrival.path, &trailer, PACKET);
+                        b.handle_data_received(now, arrival.path, &trailer, PACKET);
                         let seq_bytes = trailer.seq.0.to_be_bytes();
                         if rx.handle_packet(now, arrival.path, &trailer, &seq_bytes)
                             == Verdict::DeliverNow

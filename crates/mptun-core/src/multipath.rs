@@ -205,6 +205,7 @@ struct PathMonitor {
     /// Interval to our next probe, as of the last one sent.
     probe_interval: Duration,
     last_data_sent: Option<Instant>,
+    last_data_received: Option<Instant>,
     // Our direction, from echoes.
     rtt: RttEstimator,
     owd_out: DelayTracker,
@@ -255,6 +256,7 @@ impl PathMonitor {
             next_probe: None,
             probe_interval: PROBE_IDLE,
             last_data_sent: None,
+            last_data_received: None,
             rtt: RttEstimator::default(),
             owd_out: DelayTracker::new(BASE_DELAY_WINDOW),
             rate: WindowedMax::new(FILTER_WINDOW),
@@ -296,6 +298,17 @@ impl PathMonitor {
     fn busy(&self, now: Instant) -> bool {
         self.last_data_sent
             .is_some_and(|t| now.saturating_duration_since(t) < BUSY_WINDOW)
+    }
+
+    /// Whether to probe at the busy rate: data went either way lately. Our
+    /// probes carry the echoes and receive counts the peer's scheduler
+    /// corrects its model of the path by, and a path may carry the peer's
+    /// data while ours (its ACKs) go on another.
+    fn probe_fast(&self, now: Instant) -> bool {
+        self.busy(now)
+            || self
+                .last_data_received
+                .is_some_and(|t| now.saturating_duration_since(t) < BUSY_WINDOW)
     }
 
     /// When a fresh echo is overdue: a round trip with its variation, plus
@@ -696,11 +709,23 @@ impl Multipath {
         best.or(capped_fallback).map(|(_, p)| p)
     }
 
-    /// Count a data packet received on `path` (reported back in our probes).
-    pub fn handle_data_received(&mut self, path: PathId, trailer: &Trailer, len: usize) {
+    /// Count a data packet received on `path` at `now` (reported back in
+    /// our probes).
+    pub fn handle_data_received(
+        &mut self,
+        now: Instant,
+        path: PathId,
+        trailer: &Trailer,
+        len: usize,
+    ) {
         let Some(p) = self.paths.get_mut(path.index()) else {
             return;
         };
+        if !p.probe_fast(now) {
+            // Becoming busy: probe sooner.
+            p.next_probe = p.next_probe.map(|t| t.min(now + PROBE_BUSY));
+        }
+        p.last_data_received = Some(now);
         if p.peer_epoch.is_some_and(|e| e != trailer.epoch) {
             // Data from a restarted peer before its first probe: start over.
             p.rx_packets = 0;
@@ -897,7 +922,11 @@ impl Multipath {
             bytes_sent: p.bytes_sent,
             model_queue_us,
         });
-        let interval = if p.busy(now) { PROBE_BUSY } else { PROBE_IDLE };
+        let interval = if p.probe_fast(now) {
+            PROBE_BUSY
+        } else {
+            PROBE_IDLE
+        };
         p.next_probe = Some(now + interval);
         p.probe_interval = interval;
         let echo = p.peer_probe.unwrap_or(PeerProbe {

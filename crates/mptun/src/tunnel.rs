@@ -572,7 +572,12 @@ async fn path_to_tun(shared: Arc<Shared>, index: usize) {
                 } else {
                     path.counters.rx_packets.bump();
                     path.counters.rx_bytes.add(packet.len() as u64);
-                    lock(&shared.multipath).handle_data_received(path.id, &trailer, packet.len());
+                    lock(&shared.multipath).handle_data_received(
+                        Instant::now(),
+                        path.id,
+                        &trailer,
+                        packet.len(),
+                    );
                     if let Some((lost, epoch)) = deliver(&shared, path.id, &trailer, packet) {
                         send_nacks(&shared, &lost, epoch).await;
                     }

@@ -319,7 +319,12 @@ fn a_trickle_through_a_queue_does_not_pass_for_the_path_capacity() {
             kind: Kind::Data,
             congested: false,
         };
-        pair.b.handle_data_received(PathId(1), &trailer, 200);
+        pair.b.handle_data_received(
+            pair.t0 + Duration::from_millis(ms),
+            PathId(1),
+            &trailer,
+            200,
+        );
         pair.run(ms, ms + 50);
     }
     let now = pair.t0 + 1500 * MS;
@@ -416,4 +421,33 @@ fn when_every_path_is_late_data_and_nacks_still_go_out() {
     assert_eq!(pair.a.nack_paths(), PathSet(0b11));
     let now = pair.t0 + 1080 * MS;
     assert!(pair.a.handle_outbound(now, 1250).is_some());
+}
+
+#[test]
+fn a_path_that_only_brings_data_is_probed_fast() {
+    // B sends nothing on the path, but its probes carry the echoes and
+    // receive counts A's scheduler corrects its queue model by: at the idle
+    // rate, A's model of the path would drift for 100 ms at a time.
+    let mut pair = Pair::new(&[5]);
+    pair.run(0, 1000);
+    let before = pair.b.paths[0].probes_sent;
+    for ms in 1000..1500u64 {
+        let trailer = Trailer {
+            seq: Seq(ms as u32),
+            path_seq: Seq(ms as u32),
+            epoch: 1,
+            paths_in_use: PathSet(0b1),
+            kind: Kind::Data,
+            congested: false,
+        };
+        let now = pair.t0 + Duration::from_millis(ms);
+        pair.b.handle_data_received(now, PathId(0), &trailer, 1250);
+        pair.run(ms, ms + 1);
+    }
+    let probes = pair.b.paths[0].probes_sent - before;
+    assert!((45..=55).contains(&probes), "{probes} probes in 500 ms");
+    pair.run(1500, 2500);
+    // Fast for the first 100 ms, then ten a second.
+    let idle = pair.b.paths[0].probes_sent - before - probes;
+    assert!(idle <= 20, "{idle} probes in the idle second after");
 }
