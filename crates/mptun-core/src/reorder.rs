@@ -902,6 +902,16 @@ mod tests {
             self.feed_from(ms, path, EPOCH, seq)
         }
 
+        /// Feed the repair of `seq` at `ms`, and check that everything
+        /// up to `end` is then delivered in order, nothing given up.
+        fn repair_arrives(&mut self, ms: u64, seq: u32, end: u32) {
+            self.feed(ms, P0, seq);
+            self.drain();
+            assert_eq!(self.delivered, (0..end).collect::<Vec<_>>());
+            let stats = self.buf.stats();
+            assert_eq!((stats.repaired, stats.skipped_timeout), (1, 0));
+        }
+
         fn tick(&mut self, ms: u64) {
             self.buf.handle_timeout(self.at(ms));
             self.drain();
@@ -1048,11 +1058,7 @@ mod tests {
         assert_eq!(h.buf.poll_nacks(), vec![Seq(1)]);
         h.tick(21);
         assert_eq!(h.delivered, vec![0], "given up at the hold time");
-        h.feed(26, P0, 1);
-        h.drain();
-        assert_eq!(h.delivered, (0..22).collect::<Vec<_>>());
-        let stats = h.buf.stats();
-        assert_eq!((stats.repaired, stats.skipped_timeout), (1, 0));
+        h.repair_arrives(26, 1, 22);
     }
 
     #[test]
@@ -1074,11 +1080,7 @@ mod tests {
         h.tick(20);
         assert_eq!(h.buf.poll_nacks(), vec![Seq(2)]);
         assert_eq!(h.delivered, vec![0, 1], "given up at the hold time");
-        h.feed(25, P0, 2);
-        h.drain();
-        assert_eq!(h.delivered, (0..16).collect::<Vec<_>>());
-        let stats = h.buf.stats();
-        assert_eq!((stats.repaired, stats.skipped_timeout), (1, 0));
+        h.repair_arrives(25, 2, 16);
     }
 
     #[test]
