@@ -293,13 +293,14 @@ impl Sim {
                 if let Some((path, trailer)) = a.handle_outbound(next_send, PACKET) {
                     sent_per_path[path.index()] += 1;
                     sent.record(trailer.seq, path, &trailer.seq.0.to_be_bytes());
-                    let data = Arrival {
-                        to_b: true,
+                    send_data(
+                        &mut self.paths,
+                        &mut wire,
+                        next_send,
+                        &mut rng,
                         path,
-                        payload: Payload::Data(trailer),
-                    };
-                    let link = &mut self.paths[path.index()].to_b;
-                    wire.send(link, next_send, PACKET, &mut rng, data);
+                        trailer,
+                    );
                 }
                 next_send += interval;
             }
@@ -333,13 +334,7 @@ impl Sim {
                             if let Some((path, trailer)) =
                                 a.handle_repair(now, seq, PACKET, lost_on)
                             {
-                                let data = Arrival {
-                                    to_b: true,
-                                    path,
-                                    payload: Payload::Data(trailer),
-                                };
-                                let link = &mut self.paths[path.index()].to_b;
-                                wire.send(link, now, PACKET, &mut rng, data);
+                                send_data(&mut self.paths, &mut wire, now, &mut rng, path, trailer);
                             }
                         }
                     }
@@ -366,6 +361,23 @@ impl Sim {
             .collect();
         report
     }
+}
+
+/// Send a data packet from A to B on `path` at `at`.
+fn send_data(
+    paths: &mut [SimPath],
+    wire: &mut Wire,
+    at: Instant,
+    rng: &mut Rng,
+    path: PathId,
+    trailer: Trailer,
+) {
+    let data = Arrival {
+        to_b: true,
+        path,
+        payload: Payload::Data(trailer),
+    };
+    wire.send(&mut paths[path.index()].to_b, at, PACKET, rng, data);
 }
 
 /// Send what the receiver found lost back to the sender, on the paths its
