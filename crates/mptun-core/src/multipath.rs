@@ -1,7 +1,7 @@
 //! The adaptive send side and the path monitor: probes, per-path estimates,
 //! failover, and the earliest-arrival scheduler.
 //!
-//! Every path is probed (10 probes/s when idle, 100/s while it carries data);
+//! Every path is probed (10 probes/s when idle, 100/s while data crosses it);
 //! each probe echoes the peer's last probe on that path and reports what this
 //! side received there. From the echoes the sender learns, per path and for
 //! its own direction: round-trip time, one-way delay relative to the other
