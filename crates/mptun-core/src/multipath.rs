@@ -218,6 +218,8 @@ struct PathMonitor {
     judged_packets: u64,
     last_echo_number: u32,
     last_echo: Option<Instant>,
+    /// When the path was marked down, while it is.
+    down_since: Option<Instant>,
     last_feedback: Option<Feedback>,
     aside_until: Option<Instant>,
     aside_for: Duration,
@@ -265,6 +267,7 @@ impl PathMonitor {
             judged_packets: 0,
             last_echo_number: 0,
             last_echo: None,
+            down_since: None,
             last_feedback: None,
             aside_until: None,
             aside_for: ASIDE_FIRST,
@@ -782,6 +785,12 @@ impl Multipath {
         p.last_peer_probe = Some(now);
         p.owd_in.update(now, now_us as i64 - probe.sent_us as i64);
 
+        // When we sent the probe echoed, if it is still remembered.
+        let echoed_sent_at = p
+            .probes_in_flight
+            .iter()
+            .find(|q| q.number == probe.echo_number)
+            .map(|q| q.at);
         // The echo: proof that our direction works, and a round trip.
         let fresh_echo =
             probe.echo_number > p.last_echo_number && probe.echo_number <= p.probes_sent;
@@ -861,10 +870,23 @@ impl Multipath {
         }
         p.last_feedback = Some(fb);
 
-        if matches!(p.state, PathState::Down | PathState::Unconfirmed) && p.last_echo == Some(now) {
+        // A path that was down is back only when a probe sent since then
+        // is echoed: the peer's first probe after an outage echoes the last
+        // one it had before, which proves only the peer's direction works.
+        // (Ours came back half a second later in one lab run, and the data
+        // sent meanwhile was lost.)
+        let proves_ours = match p.down_since {
+            Some(down) => echoed_sent_at.is_some_and(|t| t > down),
+            None => true,
+        };
+        if matches!(p.state, PathState::Down | PathState::Unconfirmed)
+            && p.last_echo == Some(now)
+            && proves_ours
+        {
             if p.state == PathState::Down {
                 p.resumed_at = Some(self.path_seq[i]);
             }
+            p.down_since = None;
             // A lossy path that was down meanwhile is still lossy.
             let state = if p.aside_until.is_some_and(|t| t > now) {
                 PathState::SetAside
@@ -1008,6 +1030,7 @@ impl Multipath {
                     p.last_feedback = None;
                     p.loss = 0.0;
                     p.judged_packets = 0;
+                    p.down_since = Some(now);
                     self.set_state(i, PathState::Down, silent.as_secs_f64());
                 }
             }

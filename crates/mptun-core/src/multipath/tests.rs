@@ -11,6 +11,8 @@ struct Pair {
     b: Multipath,
     /// One-way delay per path; `None` cuts the path.
     delays: Vec<Option<Duration>>,
+    /// Per path: only the direction from A to B is cut.
+    cut_to_b: Vec<bool>,
     /// Probes in flight: arrival time, to-B?, path, probe, epoch.
     wire: Vec<(Instant, bool, PathId, Probe, u32)>,
 }
@@ -33,6 +35,7 @@ impl Pair {
                 .iter()
                 .map(|&d| Some(Duration::from_millis(d)))
                 .collect(),
+            cut_to_b: vec![false; n],
             wire: Vec::new(),
         }
     }
@@ -45,7 +48,8 @@ impl Pair {
                 let side = if to_b { &mut self.a } else { &mut self.b };
                 side.handle_timeout(now);
                 while let Some((path, probe, trailer)) = side.poll_probe(now) {
-                    if let Some(d) = self.delays[path.index()] {
+                    let cut = to_b && self.cut_to_b[path.index()];
+                    if let (Some(d), false) = (self.delays[path.index()], cut) {
                         self.wire.push((now + d, to_b, path, probe, trailer.epoch));
                     }
                 }
@@ -450,4 +454,24 @@ fn a_path_that_only_brings_data_is_probed_fast() {
     // Fast for the first 100 ms, then ten a second.
     let idle = pair.b.paths[0].probes_sent - before - probes;
     assert!(idle <= 20, "{idle} probes in the idle second after");
+}
+
+#[test]
+fn a_path_back_from_down_is_up_only_when_our_direction_works_too() {
+    let mut pair = Pair::new(&[5, 5]);
+    pair.run_busy(0, 1000);
+    pair.delays[1] = None;
+    pair.run_busy(1000, 1500);
+    assert_eq!(pair.a.state(PathId(1)), PathState::Down);
+    // B's direction comes back first: its probes echo the last probe of
+    // ours it had before the cut, which says nothing of ours now.
+    pair.delays[1] = Some(5 * MS);
+    pair.cut_to_b[1] = true;
+    for ms in 1500..2000 {
+        pair.run_busy(ms, ms + 1);
+        assert_eq!(pair.a.paths_in_use(), PathSet(0b01), "at {ms} ms");
+    }
+    pair.cut_to_b[1] = false;
+    pair.run_busy(2000, 2300);
+    assert_eq!(pair.a.state(PathId(1)), PathState::Up);
 }
