@@ -609,11 +609,17 @@ impl ReorderBuffer {
     /// Whether `gap` lies where a congested path lost packets, and is one
     /// of as many gaps there as it lost: a loss on another path may fall in
     /// the same stretch, and is repaired unless it comes first.
+    ///
+    /// Gaps come here in order, so each takes the span that ends first
+    /// among those around it: congested paths' spans overlap, and a gap
+    /// charged to a wider span would leave a later loss there, past the
+    /// narrower one's end, with nothing to excuse it.
     fn take_congestion_loss(&mut self, gap: Seq) -> bool {
         let span = self
             .congested_spans
             .iter_mut()
-            .find(|s| s.missing > 0 && s.after.is_before(gap) && gap.is_before(s.before));
+            .filter(|s| s.missing > 0 && s.after.is_before(gap) && gap.is_before(s.before))
+            .min_by_key(|s| s.before.distance_from(gap));
         if let Some(span) = span {
             span.missing -= 1;
             return true;
@@ -1117,6 +1123,23 @@ mod tests {
         assert_eq!(h.buf.poll_nacks(), vec![Seq(2)]);
         assert_eq!(h.buf.stats().congestion_losses, 1);
         assert_eq!(h.delivered, vec![0], "2 is awaited");
+    }
+
+    #[test]
+    fn overlapping_congestion_spans_excuse_every_loss_they_account_for() {
+        // Both paths are congested and each loses one packet: 2 on path 0,
+        // 4 on path 1. Path 1's span (0..5) is learned first and also
+        // covers 2; charging 2 to it would leave 4 unexcused.
+        let mut h = Harness::new(config());
+        h.buf.set_repair_hint(Some(Duration::from_millis(10)));
+        h.feed(0, P1, 0);
+        h.feed(0, P0, 1);
+        h.feed_congested(1, P1, 5, 2);
+        h.feed_congested(1, P0, 3, 2);
+        h.feed(2, P0, 6);
+        assert!(h.buf.poll_nacks().is_empty(), "asked for a congestion loss");
+        assert_eq!(h.buf.stats().congestion_losses, 2);
+        assert_eq!(h.delivered, vec![0, 1, 3, 5, 6]);
     }
 
     #[test]
