@@ -563,16 +563,24 @@ impl ReorderBuffer {
     /// packet being taken in (`None` when none is), whose slot is not
     /// filled yet; only while packets come densely.
     ///
-    /// A path silent for `quiet` is left out: if it died, it took its
-    /// packets in flight with it, and it will never deliver past them to
-    /// say so. If it is only slow, its packet comes twice, and the first
-    /// copy fills the gap.
+    /// A path silent for `quiet` while others delivered is left out: if it
+    /// died, it took its packets in flight with it, and it will never
+    /// deliver past them to say so. If it is only slow, its packet comes
+    /// twice, and the first copy fills the gap.
     fn request_repairs(&mut self, now: Instant, arriving: Option<Seq>, quiet: Duration) {
         let dense = self.dense(now);
+        // When a burst starts after a pause, every path has been silent,
+        // and none of them is dead for it: a path is silent only if others
+        // went on delivering after it stopped, for half of `quiet` at least.
+        let talked_until = self.last_arrival.unwrap_or(now);
+        let silent = |heard: Instant| {
+            now.saturating_duration_since(heard) >= quiet
+                && talked_until.saturating_duration_since(heard) >= quiet / 2
+        };
         let mut evident: Option<Seq> = None;
         for p in self.in_use.iter() {
             let heard = self.heard.get(p.index()).copied().flatten();
-            if heard.is_none_or(|t| now.saturating_duration_since(t) >= quiet) {
+            if heard.is_none_or(silent) {
                 continue;
             }
             let Some(h) = self.highest.get(p.index()).copied().flatten() else {
@@ -1140,6 +1148,26 @@ mod tests {
         assert!(h.buf.poll_nacks().is_empty(), "asked for a congestion loss");
         assert_eq!(h.buf.stats().congestion_losses, 2);
         assert_eq!(h.delivered, vec![0, 1, 3, 5, 6]);
+    }
+
+    #[test]
+    fn a_burst_after_a_pause_does_not_make_the_other_path_look_dead() {
+        // Both paths went quiet together for 5 ms, longer than the 2 ms
+        // hold; the next burst's first packet comes on path 1, while 2 is
+        // still on its way on path 0.
+        let mut h = Harness::new(config());
+        h.buf.set_hold_hint(Some(Duration::from_millis(2)));
+        h.buf.set_repair_hint(Some(Duration::from_millis(10)));
+        h.feed(0, P0, 0);
+        h.feed(0, P1, 1);
+        h.feed(5, P1, 3);
+        assert!(
+            h.buf.poll_nacks().is_empty(),
+            "asked for a packet in flight"
+        );
+        h.feed(6, P0, 2);
+        assert_eq!(h.delivered, vec![0, 1, 2, 3]);
+        assert_eq!(h.buf.stats().repairs_requested, 0);
     }
 
     #[test]
