@@ -214,6 +214,9 @@ struct PathMonitor {
     /// The highest delivery rate measured without a queue (what was sent);
     /// raises the estimate when the path carries more than it was credited.
     rate_unqueued: WindowedMax,
+    /// Our path sequence number of the last data packet sent into a
+    /// standing queue (flagged congested).
+    last_congested: Option<Seq>,
     loss: f64,
     judged_packets: u64,
     last_echo_number: u32,
@@ -263,6 +266,7 @@ impl PathMonitor {
             owd_out: DelayTracker::new(BASE_DELAY_WINDOW),
             rate: WindowedMax::new(FILTER_WINDOW),
             rate_unqueued: WindowedMax::new(FILTER_WINDOW),
+            last_congested: None,
             loss: 0.0,
             judged_packets: 0,
             last_echo_number: 0,
@@ -654,6 +658,9 @@ impl Multipath {
         };
         self.path_seq[i] = self.path_seq[i].next();
         let p = &mut self.paths[i];
+        if trailer.congested {
+            p.last_congested = Some(trailer.path_seq);
+        }
         p.drain_queue(now);
         p.queue_bytes += len as f64;
         p.bytes_sent += len as u64;
@@ -853,10 +860,13 @@ impl Multipath {
                 let got = (fb.rx_packets - last.rx_packets) as i64;
                 // Drops at a full queue are congestion, which the inner
                 // flow's own control handles; only loss without a standing
-                // queue says the path itself is bad. Without a fresh echo
-                // (our probe may have been dropped at that full queue) the
-                // queue is unknown, and the loss is not judged.
-                let congested = !fresh_echo || p.queueing() > CONGESTED_US;
+                // queue says the path itself is bad. So a span is not judged
+                // if any packet in it was sent into a standing queue (the
+                // queue may be gone by the span's end: the inner flow backed
+                // off), nor without a fresh echo (our probe may have been
+                // dropped at that full queue, and the queue is unknown).
+                let sent_into_queue = p.last_congested.is_some_and(|c| from.is_before(c));
+                let congested = !fresh_echo || p.queueing() > CONGESTED_US || sent_into_queue;
                 let settled = p
                     .session_since
                     .is_some_and(|t| now.saturating_duration_since(t) >= LOSS_SETTLE);

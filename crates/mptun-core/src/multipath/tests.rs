@@ -475,3 +475,39 @@ fn a_path_back_from_down_is_up_only_when_our_direction_works_too() {
     pair.run_busy(2000, 2300);
     assert_eq!(pair.a.state(PathId(1)), PathState::Up);
 }
+
+#[test]
+fn drops_at_a_standing_queue_are_not_the_path_s_loss_after_the_queue_is_gone() {
+    // The inner flow fills path 0's queue for 100 ms, which drops one
+    // packet in ten there, then backs off for 100 ms; and again. Judged
+    // when the queue has gone, those drops would pass for a lossy path
+    // and set it aside.
+    let mut pair = Pair::new(&[5]);
+    pair.run(0, 1000);
+    let mut in_flight: Vec<(Instant, Trailer)> = Vec::new();
+    for ms in 1000..3000u64 {
+        let now = pair.t0 + Duration::from_millis(ms);
+        let queued = (ms / 100) % 2 == 0;
+        pair.delays[0] = Some(if queued { 20 * MS } else { 5 * MS });
+        let delay = pair.delays[0].unwrap_or_default();
+        for _ in 0..10 {
+            let (_, trailer) = pair.a.handle_outbound(now, 1250).unwrap();
+            let dropped = trailer.congested && trailer.path_seq.0 % 10 == 0;
+            if !dropped {
+                in_flight.push((now + delay, trailer));
+            }
+        }
+        in_flight.retain(|(at, trailer)| {
+            let due = *at <= now;
+            if due {
+                pair.b.handle_data_received(*at, PathId(0), trailer, 1250);
+            }
+            !due
+        });
+        pair.run(ms, ms + 1);
+    }
+    let flagged = pair.a.paths[0].last_congested.is_some();
+    assert!(flagged, "no packet met the queue");
+    let loss = pair.a.estimate(PathId(0)).loss;
+    assert!(loss < LOSS_CLEAN, "loss {loss}");
+}
