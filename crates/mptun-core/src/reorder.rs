@@ -131,6 +131,44 @@ impl HoldHistogram {
         self.buckets[bucket.min(HOLD_BUCKETS)] += 1;
     }
 
+    /// Return the buckets that recorded a wait, as (bucket, waits): bucket
+    /// `i` holds waits under `(i + 1) * 250` µs, the last one everything
+    /// longer. For a reader to take differences of (see [`since`]).
+    ///
+    /// [`since`]: Self::since
+    pub fn nonzero_buckets(&self) -> Vec<(u32, u64)> {
+        self.buckets
+            .iter()
+            .enumerate()
+            .filter(|&(_, &n)| n > 0)
+            .map(|(i, &n)| (i as u32, n))
+            .collect()
+    }
+
+    /// Rebuild a histogram from [`nonzero_buckets`](Self::nonzero_buckets);
+    /// buckets out of range count in the last one.
+    pub fn from_buckets(buckets: &[(u32, u64)]) -> Self {
+        let mut histogram = HoldHistogram::default();
+        for &(i, n) in buckets {
+            histogram.buckets[(i as usize).min(HOLD_BUCKETS)] += n;
+        }
+        histogram
+    }
+
+    /// Return the waits recorded after `earlier`, a copy of this histogram
+    /// taken before: the hold over a stretch of time, such as a flow's
+    /// steady state without its start.
+    pub fn since(&self, earlier: &HoldHistogram) -> HoldHistogram {
+        HoldHistogram {
+            buckets: self
+                .buckets
+                .iter()
+                .zip(&earlier.buckets)
+                .map(|(now, before)| now.saturating_sub(*before))
+                .collect(),
+        }
+    }
+
     /// Return how many waits were recorded.
     pub fn count(&self) -> u64 {
         self.buckets.iter().sum()
@@ -1225,6 +1263,25 @@ mod tests {
         assert_eq!(waits.count(), 2);
         assert_eq!(waits.quantile(0.5), Some(Duration::from_micros(3250)));
         assert_eq!(waits.quantile(0.99), Some(Duration::from_micros(20250)));
+    }
+
+    #[test]
+    fn the_waits_of_a_stretch_of_time_are_the_difference_of_two_copies() {
+        let mut h = Harness::new(config());
+        h.feed(0, P0, 0);
+        h.feed(0, P0, 2);
+        h.feed(15, P1, 1); // 2 waited 15 ms
+        let start = HoldHistogram::from_buckets(&h.buf.waits().nonzero_buckets());
+        assert_eq!(&start, h.buf.waits());
+        h.feed(15, P0, 4);
+        h.feed(16, P1, 3); // 4 waited 1 ms
+        let later = h.buf.waits().since(&start);
+        assert_eq!(later.count(), 1);
+        assert_eq!(later.quantile(0.99), Some(Duration::from_micros(1250)));
+        assert_eq!(
+            h.buf.waits().quantile(0.99),
+            Some(Duration::from_micros(15250))
+        );
     }
 
     #[test]

@@ -73,6 +73,11 @@ pub struct ReorderStatus {
     pub waited: u64,
     pub wait_p50_ms: Option<f64>,
     pub wait_p99_ms: Option<f64>,
+    /// The waits' histogram, (bucket, waits) for the buckets that have any
+    /// (see `HoldHistogram::nonzero_buckets`), for readers that want the
+    /// hold over a stretch of time.
+    #[serde(default)]
+    pub wait_buckets: Vec<(u32, u64)>,
     pub held_now: usize,
     pub in_order: u64,
     pub buffered: u64,
@@ -142,6 +147,7 @@ fn reorder_status(rx: &mptun_core::ReorderBuffer) -> ReorderStatus {
         waited: rx.waits().count(),
         wait_p50_ms: rx.waits().quantile(0.5).map(ms),
         wait_p99_ms: rx.waits().quantile(0.99).map(ms),
+        wait_buckets: rx.waits().nonzero_buckets(),
         in_order: stats.in_order,
         buffered: stats.buffered,
         skipped_loss: stats.skipped_loss,

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
+use mptun_core::HoldHistogram;
 use mptun_netem::topology::Mode;
 use mptun_netem::{DirSpec, Topology, TopologyOptions};
 use serde::Serialize;
@@ -76,6 +77,9 @@ pub struct MptunDetail {
     pub hold_p50_ms: Option<f64>,
     /// See `hold_p50_ms`.
     pub hold_p99_ms: Option<f64>,
+    /// The 99th percentile without the flow's first second, when the
+    /// inner flow ramps up and the paths' capacities are not measured yet.
+    pub hold_p99_steady_ms: Option<f64>,
     /// The configured paths' one-way delay spread, for comparison.
     pub delay_spread_ms: f64,
     /// Ping RTT through the tunnel at idle, minus over the best path alone.
@@ -124,6 +128,11 @@ pub struct Failover {
 }
 
 const SAMPLE: Duration = Duration::from_millis(500);
+/// How long after the flow's start its steady state is taken to begin.
+const STEADY_AFTER: Duration = Duration::from_secs(1);
+
+/// A hold histogram as `mptun show --json` gives it: (bucket, waits).
+type WaitBuckets = Vec<(u32, u64)>;
 
 fn require_tools() -> anyhow::Result<()> {
     // SAFETY: geteuid has no preconditions.
@@ -238,7 +247,7 @@ pub fn run(options: &LabOptions) -> anyhow::Result<LabReport> {
     let a_before = sites.status(Site::A)?;
     let b_before = sites.status(Site::B)?;
     say("mptun: one TCP flow...");
-    let (result, series, rto, path_series) = {
+    let (result, series, rto, sampled) = {
         let sampler = Sampler::start(&sites);
         let r = flow_with_events(
             &mut topo,
@@ -250,8 +259,8 @@ pub fn run(options: &LabOptions) -> anyhow::Result<LabReport> {
             vec![],
             vec![],
         )?;
-        let path_series = sampler.finish();
-        (r.0, r.1, r.2, path_series)
+        let sampled = sampler.finish();
+        (r.0, r.1, r.2, sampled)
     };
     let a_after = sites.status(Site::A)?;
     let b_after = sites.status(Site::B)?;
@@ -261,10 +270,11 @@ pub fn run(options: &LabOptions) -> anyhow::Result<LabReport> {
         a1: a_after,
         b0: b_before,
         b1: b_after,
+        b_steady: sampled.b_steady,
     };
     let mptun = mptun_detail(
         &snapshots,
-        path_series,
+        sampled.path_series_mbps,
         idle_tunnel.avg_ms,
         idle_best.avg_ms,
         scenario.delay_spread_ms(),
@@ -419,10 +429,18 @@ struct Snapshots {
     a1: Status,
     b0: Status,
     b1: Status,
+    /// Site B's hold histogram [`STEADY_AFTER`] into the flow.
+    b_steady: Option<WaitBuckets>,
 }
 
 fn mptun_detail(
-    Snapshots { a0, a1, b0, b1 }: &Snapshots,
+    Snapshots {
+        a0,
+        a1,
+        b0,
+        b1,
+        b_steady,
+    }: &Snapshots,
     path_series_mbps: Vec<Vec<f64>>,
     tunnel_rtt_ms: f64,
     best_path_rtt_ms: f64,
@@ -454,6 +472,11 @@ fn mptun_detail(
             - (r0.dropped_stale + r0.dropped_duplicate),
         hold_p50_ms: r1.wait_p50_ms,
         hold_p99_ms: r1.wait_p99_ms,
+        hold_p99_steady_ms: b_steady.as_ref().and_then(|start| {
+            let all = HoldHistogram::from_buckets(&r1.wait_buckets);
+            let steady = all.since(&HoldHistogram::from_buckets(start));
+            steady.quantile(0.99).map(|d| d.as_secs_f64() * 1000.0)
+        }),
         delay_spread_ms,
         added_latency_ms: tunnel_rtt_ms - best_path_rtt_ms,
         tunnel_rtt_ms,
@@ -461,24 +484,41 @@ fn mptun_detail(
     }
 }
 
-/// Samples site A's per-path byte counters in the background.
+/// Samples site A's per-path byte counters in the background, and takes
+/// site B's hold histogram once the flow is [`STEADY_AFTER`] old.
 struct Sampler {
     stop: Arc<AtomicBool>,
     series: Arc<Mutex<Vec<Vec<f64>>>>,
+    b_steady: Arc<Mutex<Option<WaitBuckets>>>,
     thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// What a [`Sampler`] collected.
+struct Sampled {
+    path_series_mbps: Vec<Vec<f64>>,
+    b_steady: Option<WaitBuckets>,
 }
 
 impl Sampler {
     fn start(sites: &Sites) -> Sampler {
         let stop = Arc::new(AtomicBool::new(false));
         let series = Arc::new(Mutex::new(Vec::new()));
+        let b_steady = Arc::new(Mutex::new(None));
         let status = sites.status_fetcher(Site::A);
+        let status_b = sites.status_fetcher(Site::B);
         let thread = {
-            let (stop, series) = (stop.clone(), series.clone());
+            let (stop, series, b_steady) = (stop.clone(), series.clone(), b_steady.clone());
             std::thread::spawn(move || {
                 let mut last: Option<Vec<u64>> = None;
-                let mut next = Instant::now();
+                let started = Instant::now();
+                let mut next = started;
                 while !stop.load(Ordering::Relaxed) {
+                    if started.elapsed() >= STEADY_AFTER {
+                        let mut steady = b_steady.lock().unwrap_or_else(|p| p.into_inner());
+                        if steady.is_none() {
+                            *steady = status_b().ok().map(|s| s.reorder.wait_buckets);
+                        }
+                    }
                     if let Ok(s) = status() {
                         let now: Vec<u64> = s.paths.iter().map(|p| p.tx_bytes).collect();
                         if let Some(prev) = &last {
@@ -498,16 +538,26 @@ impl Sampler {
         Sampler {
             stop,
             series,
+            b_steady,
             thread: Some(thread),
         }
     }
 
-    fn finish(mut self) -> Vec<Vec<f64>> {
+    fn finish(mut self) -> Sampled {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-        std::mem::take(&mut *self.series.lock().unwrap_or_else(|p| p.into_inner()))
+        Sampled {
+            path_series_mbps: std::mem::take(
+                &mut *self.series.lock().unwrap_or_else(|p| p.into_inner()),
+            ),
+            b_steady: self
+                .b_steady
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take(),
+        }
     }
 }
 
@@ -793,9 +843,10 @@ pub fn render(r: &LabReport) -> String {
     );
     let _ = writeln!(
         o,
-        "mptun hold time: p50 {}, p99 {} (paths' one-way delay spread {:.1} ms)",
+        "mptun hold time: p50 {}, p99 {}, p99 after the first second {} (paths' one-way delay spread {:.1} ms)",
         m.hold_p50_ms.map_or("-".into(), |v| format!("{v:.2} ms")),
         m.hold_p99_ms.map_or("-".into(), |v| format!("{v:.2} ms")),
+        m.hold_p99_steady_ms.map_or("-".into(), |v| format!("{v:.2} ms")),
         m.delay_spread_ms
     );
     let _ = writeln!(
