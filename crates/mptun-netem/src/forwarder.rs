@@ -52,6 +52,12 @@ const MAX_SLEEP: Duration = Duration::from_millis(50);
 /// this early, never late. A quarter of a millisecond is below what the
 /// lab's scenarios measure, and about what a NIC's interrupt coalescing adds.
 const RELEASE_SLACK: Duration = Duration::from_micros(250);
+/// A frame released this long after its time is counted late: more than
+/// the scenarios' delays are measured to.
+pub const LATE: Duration = Duration::from_millis(1);
+/// A frame released this long after its time is counted very late: enough
+/// to reorder paths as much as the reorder buffer's hold allows.
+pub const VERY_LATE: Duration = Duration::from_millis(5);
 /// Longest a direction's arrivals wait to be read while its queue is not
 /// empty, so a long delay line does not fill the socket buffer.
 const DRAIN_INTERVAL: Duration = Duration::from_millis(1);
@@ -68,6 +74,12 @@ pub struct IoCounters {
     pub tx_errors: AtomicU64,
     pub oversize: AtomicU64,
     pub ignored_outgoing: AtomicU64,
+    /// Frames released at least [`LATE`] after their time: the thread was
+    /// not running (the host was busy or its vCPU was descheduled), and
+    /// the path's delay was not what the scenario asked for.
+    pub late: AtomicU64,
+    /// Of those, frames at least [`VERY_LATE`] late.
+    pub very_late: AtomicU64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -77,6 +89,8 @@ pub struct IoSnapshot {
     pub tx_errors: u64,
     pub oversize: u64,
     pub ignored_outgoing: u64,
+    pub late: u64,
+    pub very_late: u64,
 }
 
 impl IoCounters {
@@ -87,6 +101,8 @@ impl IoCounters {
             tx_errors: self.tx_errors.load(Ordering::Relaxed),
             oversize: self.oversize.load(Ordering::Relaxed),
             ignored_outgoing: self.ignored_outgoing.load(Ordering::Relaxed),
+            late: self.late.load(Ordering::Relaxed),
+            very_late: self.very_late.load(Ordering::Relaxed),
         }
     }
 }
@@ -645,15 +661,16 @@ impl PathWorker {
             if due == 0 {
                 return;
             }
-            self.send_front(lane_idx, due);
+            self.send_front(lane_idx, due, now);
             if due < BATCH {
                 return;
             }
         }
     }
 
-    /// Send (or drop, if the link was cut meanwhile) the first `n` frames.
-    fn send_front(&mut self, lane_idx: usize, n: usize) {
+    /// Send (or drop, if the link was cut meanwhile) the first `n` frames,
+    /// at `now`.
+    fn send_front(&mut self, lane_idx: usize, n: usize, now: Instant) {
         // A→B frames leave through B's socket and vice versa.
         let fd = fd_of(self.lanes[lane_idx].dir.reverse(), &self.sa, &self.sb);
         let dir_id = self.lanes[lane_idx].dir;
@@ -665,6 +682,7 @@ impl PathWorker {
         let lane = &mut self.lanes[lane_idx];
         let mut stale = 0u64;
         let mut count = 0usize;
+        let (mut late, mut very_late) = (0u64, 0u64);
         for (i, p) in lane.queue.iter_mut().take(n).enumerate() {
             if !up || p.epoch != epoch {
                 stale += 1;
@@ -672,6 +690,9 @@ impl PathWorker {
                 lane.iovs[i].iov_len = 0;
                 continue;
             }
+            let lateness = now.saturating_duration_since(p.at);
+            late += u64::from(lateness >= LATE);
+            very_late += u64::from(lateness >= VERY_LATE);
             lane.iovs[i].iov_base = p.buf.as_mut_ptr().cast();
             lane.iovs[i].iov_len = p.len;
             count += 1;
@@ -727,6 +748,10 @@ impl PathWorker {
         io.tx_bytes.fetch_add(bytes, Ordering::Relaxed);
         if errors > 0 {
             io.tx_errors.fetch_add(errors, Ordering::Relaxed);
+        }
+        if late > 0 {
+            io.late.fetch_add(late, Ordering::Relaxed);
+            io.very_late.fetch_add(very_late, Ordering::Relaxed);
         }
         if stale > 0 {
             self.shared

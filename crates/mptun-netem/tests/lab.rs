@@ -187,6 +187,14 @@ fn control_smoke() {
     let ab = &stats["paths"][0]["ab"];
     assert!(ab["drop_link_down"].as_u64().unwrap_or(0) >= 3, "{stats}");
     assert_eq!(ab["oversize"].as_u64(), Some(0), "{stats}");
+    // The lab reads these to tell a busy host from a slow tunnel.
+    let count = |key: &str| {
+        ab[key]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no {key}: {stats}"))
+    };
+    assert!(count("very_late") <= count("late"), "{stats}");
+    assert!(count("late") <= count("tx_packets"), "{stats}");
 }
 
 #[test]

@@ -47,7 +47,39 @@ pub struct SystemResult {
     pub rto_timeouts: u64,
     /// Goodput every half second.
     pub series_mbps: Vec<f64>,
+    /// How well the host kept up while this system was measured.
+    pub host: HostConditions,
 }
+
+/// How well the lab's host kept up during a flow. Everything runs on the
+/// same few cores (both sites, the emulator, iperf3), so a busy host shows
+/// up as lower rates and longer holds that are not the system's own.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct HostConditions {
+    /// CPU time the hypervisor gave to others (steal), % of the host's.
+    pub steal_pct: Option<f64>,
+    /// Frames the emulator released at least 1 ms after their time, % of
+    /// those it released.
+    pub emulator_late_pct: Option<f64>,
+    /// ... at least 5 ms after their time.
+    pub emulator_very_late_pct: Option<f64>,
+}
+
+impl HostConditions {
+    /// Whether figures measured under these conditions are suspect.
+    fn noisy(&self) -> bool {
+        self.steal_pct.is_some_and(|s| s >= NOISY_STEAL_PCT)
+            || self
+                .emulator_very_late_pct
+                .is_some_and(|l| l >= NOISY_VERY_LATE_PCT)
+    }
+}
+
+/// Steal at which the host is too busy for figures to be compared.
+const NOISY_STEAL_PCT: f64 = 5.0;
+/// Share of frames released very late at which paths' delays were not what
+/// the scenario asked for often enough to move a hold p99.
+const NOISY_VERY_LATE_PCT: f64 = 0.1;
 
 /// What mptun did during its flow.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -226,13 +258,18 @@ pub fn run(options: &LabOptions) -> anyhow::Result<LabReport> {
         }
     }
     let sum: f64 = path_rates.iter().sum();
-    let system = |name: &str, (r, series, rto): Measured| SystemResult {
+    let system = |name: &str, m: Measured| SystemResult {
         name: name.to_string(),
-        goodput_mbps: r.goodput_mbps,
-        fraction_of_sum: if sum > 0.0 { r.goodput_mbps / sum } else { 0.0 },
-        retransmits: r.retransmits,
-        rto_timeouts: rto,
-        series_mbps: series,
+        goodput_mbps: m.tcp.goodput_mbps,
+        fraction_of_sum: if sum > 0.0 {
+            m.tcp.goodput_mbps / sum
+        } else {
+            0.0
+        },
+        retransmits: m.tcp.retransmits,
+        rto_timeouts: m.rto_timeouts,
+        series_mbps: m.series_mbps,
+        host: m.host,
     };
 
     // mptun.
@@ -247,7 +284,7 @@ pub fn run(options: &LabOptions) -> anyhow::Result<LabReport> {
     let a_before = sites.status(Site::A)?;
     let b_before = sites.status(Site::B)?;
     say("mptun: one TCP flow...");
-    let (result, series, rto, sampled) = {
+    let (measured, sampled) = {
         let sampler = Sampler::start(&sites);
         let r = flow_with_events(
             &mut topo,
@@ -259,8 +296,7 @@ pub fn run(options: &LabOptions) -> anyhow::Result<LabReport> {
             vec![],
             vec![],
         )?;
-        let sampled = sampler.finish();
-        (r.0, r.1, r.2, sampled)
+        (r, sampler.finish())
     };
     let a_after = sites.status(Site::A)?;
     let b_after = sites.status(Site::B)?;
@@ -279,7 +315,7 @@ pub fn run(options: &LabOptions) -> anyhow::Result<LabReport> {
         idle_best.avg_ms,
         scenario.delay_spread_ms(),
     );
-    systems.push(system("mptun", (result, series, rto)));
+    systems.push(system("mptun", measured));
 
     if options.compare {
         say("best single path alone...");
@@ -352,9 +388,15 @@ pub fn run(options: &LabOptions) -> anyhow::Result<LabReport> {
     })
 }
 
-/// One system's flow: its result, goodput every half second, and the RTOs
-/// the sending host took.
-type Measured = (TcpResult, Vec<f64>, u64);
+/// One system's flow.
+struct Measured {
+    tcp: TcpResult,
+    /// Goodput every half second.
+    series_mbps: Vec<f64>,
+    /// Retransmission timeouts the sending host's TCP took.
+    rto_timeouts: u64,
+    host: HostConditions,
+}
 
 /// Look at mptun's goodput around the scenario's first cut.
 fn failover(
@@ -621,13 +663,97 @@ fn flow_with_events(
     wrapper: Vec<String>,
 ) -> anyhow::Result<Measured> {
     let timeouts_before = tcp_timeouts(ns_a);
-    let (result, series) =
+    let cpu_before = read_cpu_times();
+    let emulator_before = EmulatorCounts::read(topo);
+    let (tcp, series_mbps) =
         flow_with_events_inner(topo, ns_a, ns_b, addr, scenario, streams, extra, wrapper)?;
-    Ok((
-        result,
-        series,
-        tcp_timeouts(ns_a).saturating_sub(timeouts_before),
-    ))
+    let emulator = EmulatorCounts::read(topo)
+        .zip(emulator_before)
+        .map(|(after, before)| after.since(&before));
+    let share = |n: u64, of: u64| (of > 0).then(|| 100.0 * n as f64 / of as f64);
+    Ok(Measured {
+        tcp,
+        series_mbps,
+        rto_timeouts: tcp_timeouts(ns_a).saturating_sub(timeouts_before),
+        host: HostConditions {
+            steal_pct: read_cpu_times()
+                .zip(cpu_before)
+                .and_then(|(after, before)| after.steal_pct_since(&before)),
+            emulator_late_pct: emulator.and_then(|e| share(e.late, e.released)),
+            emulator_very_late_pct: emulator.and_then(|e| share(e.very_late, e.released)),
+        },
+    })
+}
+
+/// The host's CPU time by kind, from the `cpu` line of `/proc/stat`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct CpuTimes {
+    total: u64,
+    steal: u64,
+}
+
+impl CpuTimes {
+    fn parse(proc_stat: &str) -> Option<CpuTimes> {
+        let line = proc_stat.lines().find(|l| l.starts_with("cpu "))?;
+        let fields: Vec<u64> = line
+            .split_whitespace()
+            .skip(1)
+            .map(str::parse)
+            .collect::<Result<_, _>>()
+            .ok()?;
+        // user nice system idle iowait irq softirq steal [guest guest_nice],
+        // and guest time is already counted in user time.
+        Some(CpuTimes {
+            total: fields.iter().take(8).sum(),
+            steal: *fields.get(7)?,
+        })
+    }
+
+    fn steal_pct_since(&self, before: &CpuTimes) -> Option<f64> {
+        let total = self.total.checked_sub(before.total)?;
+        let steal = self.steal.checked_sub(before.steal)?;
+        (total > 0).then(|| 100.0 * steal as f64 / total as f64)
+    }
+}
+
+fn read_cpu_times() -> Option<CpuTimes> {
+    CpuTimes::parse(&std::fs::read_to_string("/proc/stat").ok()?)
+}
+
+/// The emulator's counts of frames released, summed over paths and
+/// directions.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct EmulatorCounts {
+    released: u64,
+    late: u64,
+    very_late: u64,
+}
+
+impl EmulatorCounts {
+    fn read(topo: &mut Topology) -> Option<EmulatorCounts> {
+        Self::parse(&topo.stats().ok()?)
+    }
+
+    fn parse(stats: &serde_json::Value) -> Option<EmulatorCounts> {
+        let mut sum = EmulatorCounts::default();
+        for path in stats["paths"].as_array()? {
+            for dir in [&path["ab"], &path["ba"]] {
+                let count = |key: &str| dir[key].as_u64();
+                sum.released += count("tx_packets")?;
+                sum.late += count("late")?;
+                sum.very_late += count("very_late")?;
+            }
+        }
+        Some(sum)
+    }
+
+    fn since(&self, before: &EmulatorCounts) -> EmulatorCounts {
+        EmulatorCounts {
+            released: self.released.saturating_sub(before.released),
+            late: self.late.saturating_sub(before.late),
+            very_late: self.very_late.saturating_sub(before.very_late),
+        }
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -803,18 +929,38 @@ pub fn render(r: &LabReport) -> String {
     );
     let _ = writeln!(
         o,
-        "{:<22} {:>10} {:>8} {:>8} {:>5}",
-        "system", "Mbit/s", "of sum", "retrans", "RTOs"
+        "{:<22} {:>10} {:>8} {:>8} {:>5} {:>7} {:>8}",
+        "system", "Mbit/s", "of sum", "retrans", "RTOs", "steal", "late 5ms"
     );
+    let pct = |v: Option<f64>, places: usize| v.map_or("-".into(), |v| format!("{v:.places$}%"));
     for s in &r.systems {
         let _ = writeln!(
             o,
-            "{:<22} {:>10.1} {:>7.0}% {:>8} {:>5}",
+            "{:<22} {:>10.1} {:>7.0}% {:>8} {:>5} {:>7} {:>8}",
             s.name,
             s.goodput_mbps,
             100.0 * s.fraction_of_sum,
             s.retransmits,
-            s.rto_timeouts
+            s.rto_timeouts,
+            pct(s.host.steal_pct, 0),
+            pct(s.host.emulator_very_late_pct, 2),
+        );
+    }
+    let _ = writeln!(
+        o,
+        "(steal: CPU time the hypervisor gave to others during the flow; late 5ms: frames the emulator released 5 ms or more after their time)"
+    );
+    let noisy: Vec<&str> = r
+        .systems
+        .iter()
+        .filter(|s| s.host.noisy())
+        .map(|s| s.name.as_str())
+        .collect();
+    if !noisy.is_empty() {
+        let _ = writeln!(
+            o,
+            "warning: the host was busy while measuring {} (steal {NOISY_STEAL_PCT}% or more, or {NOISY_VERY_LATE_PCT}% or more of frames released by the emulator 5 ms late or more): those figures are noisy; measure again on a quiet host",
+            noisy.join(", ")
         );
     }
     let m = &r.mptun;
@@ -878,4 +1024,79 @@ pub fn render(r: &LabReport) -> String {
         }
     }
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steal_is_the_share_of_cpu_time_taken_between_two_readings() {
+        let before =
+            CpuTimes::parse("cpu  100 0 50 800 10 0 20 20 5 0\ncpu0 50 0 25 400 5 0 10 10 0 0\n")
+                .expect("parses");
+        // 200 more jiffies, of which 30 stolen; guest time (5 -> 50) is
+        // inside user time and must not count twice.
+        let after = CpuTimes::parse("cpu  180 0 70 870 10 0 20 50 50 0\n").expect("parses");
+        let steal = after.steal_pct_since(&before).expect("time passed");
+        assert!((steal - 15.0).abs() < 1e-9, "{steal}");
+        assert_eq!(after.steal_pct_since(&after), None, "no time passed");
+        assert_eq!(CpuTimes::parse("cpu  1 2 3\n"), None, "no steal field");
+    }
+
+    #[test]
+    fn emulator_lateness_sums_every_path_and_direction() {
+        let dir = |tx: u64, late: u64, very: u64| serde_json::json!({"tx_packets": tx, "late": late, "very_late": very, "dropped": 3});
+        let stats = serde_json::json!({"paths": [
+            {"path": 1, "ab": dir(1000, 10, 1), "ba": dir(500, 0, 0)},
+            {"path": 2, "ab": dir(2000, 30, 4), "ba": dir(100, 5, 5)},
+        ]});
+        let after = EmulatorCounts::parse(&stats).expect("parses");
+        assert_eq!(
+            after,
+            EmulatorCounts {
+                released: 3600,
+                late: 45,
+                very_late: 10
+            }
+        );
+        let before = EmulatorCounts {
+            released: 600,
+            late: 15,
+            very_late: 4,
+        };
+        assert_eq!(
+            after.since(&before),
+            EmulatorCounts {
+                released: 3000,
+                late: 30,
+                very_late: 6
+            }
+        );
+        // An emulator without the counters says nothing, rather than 0%.
+        let old =
+            serde_json::json!({"paths": [{"ab": {"tx_packets": 5}, "ba": {"tx_packets": 5}}]});
+        assert_eq!(EmulatorCounts::parse(&old), None);
+    }
+
+    #[test]
+    fn a_flow_on_a_busy_host_is_flagged() {
+        let quiet = HostConditions {
+            steal_pct: Some(1.0),
+            emulator_late_pct: Some(2.0),
+            emulator_very_late_pct: Some(0.01),
+        };
+        assert!(!quiet.noisy());
+        assert!(!HostConditions::default().noisy(), "unknown is not noisy");
+        let stolen = HostConditions {
+            steal_pct: Some(12.0),
+            ..quiet
+        };
+        assert!(stolen.noisy());
+        let late = HostConditions {
+            emulator_very_late_pct: Some(0.5),
+            ..quiet
+        };
+        assert!(late.noisy());
+    }
 }
