@@ -53,6 +53,15 @@ fn link_exists(ns: &str, dev: &str) -> bool {
         .unwrap_or(false)
 }
 
+fn tx_queue_len(ns: &str, dev: &str) -> String {
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns, "cat"])
+        .arg(format!("/sys/class/net/{dev}/tx_queue_len"))
+        .output()
+        .expect("read tx_queue_len");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
 fn routes_via(ns: &str, dev: &str) -> String {
     let out = Command::new("ip")
         .args(["-n", ns, "route", "show", "dev", dev])
@@ -91,6 +100,16 @@ fn one_tcp_flow_uses_every_path_in_order_and_teardown_is_clean() {
     let mut sites =
         Sites::start(exe, &topo, &SiteLayout::all_paths(&topo)).expect("start both sites");
     let (ns_a, ns_b) = (topo.ns_a(), topo.ns_b());
+
+    // The kernel's default queue drops packets whenever mptun is busy for
+    // 20 ms; both sites must have the longer one.
+    for ns in [&ns_a, &ns_b] {
+        assert_eq!(
+            tx_queue_len(ns, "mptun0"),
+            mptun::config::TXQUEUELEN_DEFAULT.to_string(),
+            "{ns}"
+        );
+    }
 
     let pong = ping(&ns_a, mptun::lab::sites::TUNNEL_B, 10).expect("ping");
     assert_eq!(pong.received, 10, "ping through the tunnel: {pong:?}");

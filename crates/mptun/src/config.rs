@@ -57,6 +57,7 @@ struct RawInterface {
     address: Vec<String>,
     name: Option<String>,
     mtu: Option<u32>,
+    txqueuelen: Option<u32>,
     table: Option<String>,
     reorder_hold_ms: Option<u64>,
     scheduler: Option<String>,
@@ -126,6 +127,8 @@ pub struct Interface {
     pub name: String,
     /// TUN MTU; derived from the paths when not configured.
     pub mtu: u16,
+    /// Packets the kernel queues for us on the TUN device before dropping.
+    pub txqueuelen: u32,
     /// Route management.
     pub table: Table,
     /// Reorder buffer limits; `hold` is the most the adaptive hold may be.
@@ -174,6 +177,16 @@ impl PathConfig {
         }
     }
 }
+
+/// Default length of the TUN device's transmit queue, where packets wait
+/// for mptun to read them. The kernel's 500 is about 20 ms at 300 Mbit/s:
+/// in the lab, where mptun shares two cores with everything else, a busy
+/// moment that long dropped packets there often enough to cost one TCP flow
+/// 10-15% of its rate. TCP small queues keep one flow's share below about
+/// 1000, and the queue fills only while mptun falls behind.
+pub const TXQUEUELEN_DEFAULT: u32 = 1000;
+const TXQUEUELEN_MIN: u32 = 16;
+const TXQUEUELEN_MAX: u32 = 100_000;
 
 /// Return the largest inner packet that fits a 1500-byte path MTU over the
 /// given outer IP version without fragmenting the outer datagram.
@@ -445,6 +458,16 @@ impl Config {
             }
             None => derived_mtu(paths.iter().any(PathConfig::may_be_ipv6)),
         };
+        let txqueuelen = match i.txqueuelen {
+            Some(n) if !(TXQUEUELEN_MIN..=TXQUEUELEN_MAX).contains(&n) => {
+                return Err(err(
+                    "interface.txqueuelen",
+                    format!("must be {TXQUEUELEN_MIN} to {TXQUEUELEN_MAX}, not {n}"),
+                ));
+            }
+            Some(n) => n,
+            None => TXQUEUELEN_DEFAULT,
+        };
 
         let config = Config {
             file: file.to_string(),
@@ -453,6 +476,7 @@ impl Config {
                 addresses,
                 name,
                 mtu,
+                txqueuelen,
                 table,
                 reorder,
                 scheduler,

@@ -251,12 +251,13 @@ fn set_buffer_sizes(socket: &Socket) {
     }
 }
 
-/// Create the TUN device with its addresses and MTU, up.
+/// Create the TUN device with its addresses, MTU and queue length, up.
 fn create_tun(config: &Config) -> anyhow::Result<AsyncDevice> {
     let i = &config.interface;
     let tun = tun_rs::DeviceBuilder::new()
         .name(&i.name)
         .mtu(i.mtu)
+        .tx_queue_len(i.txqueuelen)
         .enable(true)
         .build_async()
         .with_context(|| {

@@ -51,6 +51,7 @@ fn valid_config_loads_with_defaults() {
     assert_eq!(c.interface.table, Table::Auto);
     // All paths IPv4: 1500 - 20 IP - 8 UDP - 32 WireGuard - 16 trailer.
     assert_eq!(c.interface.mtu, 1424);
+    assert_eq!(c.interface.txqueuelen, 1000);
     assert_eq!(c.peer.persistent_keepalive, Some(10));
     assert_eq!(
         c.paths[1].endpoint,
@@ -98,6 +99,10 @@ fn each_bad_value_names_its_key() {
         (
             valid().replace("[interface]", "[interface]\nmtu = 100"),
             "interface.mtu",
+        ),
+        (
+            valid().replace("[interface]", "[interface]\ntxqueuelen = 0"),
+            "interface.txqueuelen",
         ),
         (
             valid().replace("[interface]", "[interface]\ntable = \"main\""),
