@@ -182,8 +182,9 @@ impl PathConfig {
 /// for mptun to read them. The kernel's 500 is about 20 ms at 300 Mbit/s:
 /// in the lab, where mptun shares two cores with everything else, a busy
 /// moment that long dropped packets there often enough to cost one TCP flow
-/// 10-15% of its rate. TCP small queues keep one flow's share below about
-/// 1000, and the queue fills only while mptun falls behind.
+/// 10-15% of its rate. The queue fills only while mptun falls behind (the
+/// TUN driver orphans its packets, so TCP small queues do not bound it),
+/// and each packet more is latency then: 1000, as on Ethernet devices.
 pub const TXQUEUELEN_DEFAULT: u32 = 1000;
 const TXQUEUELEN_MIN: u32 = 16;
 const TXQUEUELEN_MAX: u32 = 100_000;
