@@ -52,11 +52,12 @@ const MAX_SLEEP: Duration = Duration::from_millis(50);
 /// this early, never late. A quarter of a millisecond is below what the
 /// lab's scenarios measure, and about what a NIC's interrupt coalescing adds.
 const RELEASE_SLACK: Duration = Duration::from_micros(250);
-/// A frame released this long after its time is counted late: more than
-/// the scenarios' delays are measured to.
+/// A frame released this long after its time is counted late: the
+/// scenarios set delays in whole milliseconds.
 pub const LATE: Duration = Duration::from_millis(1);
-/// A frame released this long after its time is counted very late: enough
-/// to reorder paths as much as the reorder buffer's hold allows.
+/// A frame released this long after its time is counted very late: it
+/// reorders its path against the others by as much as the lab allows mptun's
+/// hold p99 above the paths' delay spread.
 pub const VERY_LATE: Duration = Duration::from_millis(5);
 /// Longest a direction's arrivals wait to be read while its queue is not
 /// empty, so a long delay line does not fill the socket buffer.
