@@ -896,6 +896,14 @@ mod tests {
     }
 
     impl Harness {
+        /// A buffer with the default config whose sender can resend lost
+        /// packets, 10 ms away.
+        fn repairing() -> Self {
+            let mut h = Harness::new(config());
+            h.buf.set_repair_hint(Some(Duration::from_millis(10)));
+            h
+        }
+
         /// A buffer whose sender stripes over paths 0 and 1.
         fn new(config: ReorderConfig) -> Self {
             Harness {
@@ -1034,8 +1042,7 @@ mod tests {
 
     #[test]
     fn a_lost_packet_is_asked_for_once_and_waited_for_until_repaired() {
-        let mut h = Harness::new(config());
-        h.buf.set_repair_hint(Some(Duration::from_millis(10)));
+        let mut h = Harness::repairing();
         h.feed(0, P1, 0);
         h.feed(1, P0, 2);
         h.feed(1, P0, 4);
@@ -1061,8 +1068,7 @@ mod tests {
 
     #[test]
     fn an_overdue_repair_releases_its_gap_as_a_loss_and_lengthens_the_wait() {
-        let mut h = Harness::new(config());
-        h.buf.set_repair_hint(Some(Duration::from_millis(10)));
+        let mut h = Harness::repairing();
         h.feed(0, P1, 0);
         h.feed(1, P0, 3);
         h.feed(2, P1, 4);
@@ -1081,8 +1087,7 @@ mod tests {
 
     #[test]
     fn a_loss_found_after_a_pause_is_released_not_repaired() {
-        let mut h = Harness::new(config());
-        h.buf.set_repair_hint(Some(Duration::from_millis(10)));
+        let mut h = Harness::repairing();
         h.feed(0, P0, 0);
         // Sparse traffic, as a ping: 1 was lost on path 1 long ago, and
         // waiting a repair for it would only delay 2 and 3.
@@ -1096,8 +1101,7 @@ mod tests {
     fn a_gap_a_silent_path_left_is_asked_for_before_the_hold_time_runs_out() {
         // Path 1 died with 1 in flight: it will never deliver past it to
         // say it is lost, so its silence has to.
-        let mut h = Harness::new(config());
-        h.buf.set_repair_hint(Some(Duration::from_millis(10)));
+        let mut h = Harness::repairing();
         h.feed(0, P1, 0);
         for seq in 2..21 {
             h.feed(seq as u64 - 1, P0, seq);
@@ -1120,8 +1124,7 @@ mod tests {
         // time, path 1 has been silent a little less than that, and no
         // packet comes in that moment to notice: the timer must ask for 2
         // rather than give it up.
-        let mut h = Harness::new(config());
-        h.buf.set_repair_hint(Some(Duration::from_millis(10)));
+        let mut h = Harness::repairing();
         h.feed(0, P1, 0);
         h.feed(0, P0, 3);
         h.feed(2, P1, 1);
@@ -1140,8 +1143,7 @@ mod tests {
         // 1 went on path 1 and was dropped at its standing queue, as the
         // next packet there (3, path 1's third) says: the inner flow must
         // see that loss to slow down, so it is released at once.
-        let mut h = Harness::new(config());
-        h.buf.set_repair_hint(Some(Duration::from_millis(10)));
+        let mut h = Harness::repairing();
         h.feed(0, P1, 0);
         h.feed(1, P0, 2);
         h.feed_congested(2, P1, 3, 2);
@@ -1160,8 +1162,7 @@ mod tests {
     fn a_congested_path_excuses_only_as_many_gaps_as_it_lost() {
         // Path 1 skipped one number before 4 (it lost 1 at its queue); 2,
         // lost on path 0 in the same stretch, is still asked for.
-        let mut h = Harness::new(config());
-        h.buf.set_repair_hint(Some(Duration::from_millis(10)));
+        let mut h = Harness::repairing();
         h.feed(0, P1, 0);
         h.feed(1, P0, 3);
         h.feed(1, P0, 5);
@@ -1176,8 +1177,7 @@ mod tests {
         // Both paths are congested and each loses one packet: 2 on path 0,
         // 4 on path 1. Path 1's span (0..5) is learned first and also
         // covers 2; charging 2 to it would leave 4 unexcused.
-        let mut h = Harness::new(config());
-        h.buf.set_repair_hint(Some(Duration::from_millis(10)));
+        let mut h = Harness::repairing();
         h.feed(0, P1, 0);
         h.feed(0, P0, 1);
         h.feed_congested(1, P1, 5, 2);
@@ -1193,9 +1193,8 @@ mod tests {
         // Both paths went quiet together for 5 ms, longer than the 2 ms
         // hold; the next burst's first packet comes on path 1, while 2 is
         // still on its way on path 0.
-        let mut h = Harness::new(config());
+        let mut h = Harness::repairing();
         h.buf.set_hold_hint(Some(Duration::from_millis(2)));
-        h.buf.set_repair_hint(Some(Duration::from_millis(10)));
         h.feed(0, P0, 0);
         h.feed(0, P1, 1);
         h.feed(5, P1, 3);
