@@ -1,6 +1,124 @@
 //! Which path the next packet takes.
+//!
+//! The adaptive policy sends each data packet to the path on which it is
+//! expected to arrive soonest: relative one-way delay, plus what is queued
+//! on that path at its measured rate. Weighted round-robin is the static
+//! alternative.
 
-use crate::path::PathId;
+use std::time::Instant;
+
+use crate::path::{Path, PathId, PathSet};
+
+/// How the sender picks paths.
+#[derive(Clone, Debug)]
+pub enum Policy {
+    /// Earliest expected arrival; `caps` (shares summing to 1) limit paths.
+    Adaptive {
+        /// Optional maximum share of packets per path.
+        caps: Option<Vec<f64>>,
+    },
+    /// Static weighted round-robin.
+    RoundRobin(WeightedRoundRobin),
+}
+
+impl Policy {
+    /// Adaptive, with caps from weights if any are given.
+    pub fn adaptive(weights: Option<&[u32]>) -> Policy {
+        let caps = weights.map(|w| {
+            let total: u32 = w.iter().sum();
+            w.iter()
+                .map(|&x| f64::from(x) / f64::from(total.max(1)))
+                .collect()
+        });
+        Policy::Adaptive { caps }
+    }
+}
+
+/// Picks the path of each packet, by a [`Policy`].
+#[derive(Clone, Debug)]
+pub(crate) struct Scheduler {
+    policy: Policy,
+    /// Each path's share of the last thousand or so data packets, for the
+    /// caps.
+    shares: Vec<f64>,
+}
+
+impl Scheduler {
+    pub fn new(policy: Policy, paths: usize) -> Self {
+        Scheduler {
+            policy,
+            shares: vec![0.0; paths],
+        }
+    }
+
+    /// Pick the path among `candidates` for a packet of `len` bytes at
+    /// `now`.
+    pub fn pick(
+        &mut self,
+        paths: &mut [Path],
+        now: Instant,
+        len: usize,
+        candidates: PathSet,
+    ) -> Option<PathId> {
+        match &mut self.policy {
+            Policy::RoundRobin(rr) => rr.pick(|p| candidates.contains(p)),
+            Policy::Adaptive { caps } => {
+                earliest_arrival(paths, now, len, candidates, caps.as_deref(), &self.shares)
+            }
+        }
+    }
+
+    /// Count a data packet (not a repair) sent on `path`, for the caps.
+    pub fn note_sent(&mut self, path: PathId) {
+        if matches!(&self.policy, Policy::Adaptive { caps: Some(_) }) {
+            // Decayed per packet, so about the last 1000 packets count.
+            for (j, share) in self.shares.iter_mut().enumerate() {
+                *share = *share * 0.999 + if j == path.index() { 0.001 } else { 0.0 };
+            }
+        }
+    }
+}
+
+/// Return the path among `candidates` where `len` bytes sent at `now`
+/// arrive soonest; a path over its cap only if every one is.
+fn earliest_arrival(
+    paths: &mut [Path],
+    now: Instant,
+    len: usize,
+    candidates: PathSet,
+    caps: Option<&[f64]>,
+    shares: &[f64],
+) -> Option<PathId> {
+    let base_min = candidates
+        .iter()
+        .filter_map(|p| paths[p.index()].owd_out.min())
+        .min();
+    let mut best: Option<(f64, PathId)> = None;
+    let mut capped_fallback: Option<(f64, PathId)> = None;
+    for path in candidates.iter() {
+        let p = &mut paths[path.index()];
+        let queue = p.model_queue_us(now);
+        let rate = p.rate();
+        let base = match (p.owd_out.min(), base_min) {
+            (Some(b), Some(m)) => (b - m) as f64,
+            _ => 0.0,
+        };
+        let arrival = base + queue + len as f64 / rate;
+        let over_cap = caps.is_some_and(|c| {
+            c.get(path.index())
+                .is_some_and(|&cap| shares.get(path.index()).is_some_and(|&s| s > cap))
+        });
+        let slot = if over_cap {
+            &mut capped_fallback
+        } else {
+            &mut best
+        };
+        if slot.is_none_or(|(a, _)| arrival < a) {
+            *slot = Some((arrival, path));
+        }
+    }
+    best.or(capped_fallback).map(|(_, p)| p)
+}
 
 /// Smooth weighted round-robin over the paths that are usable right now.
 ///

@@ -5,7 +5,11 @@
 //! one session striped over paths of unequal delay would overflow it. The
 //! session hides boringtun's calling conventions (the "decapsulate again
 //! with an empty datagram until `Done`" loop, the minimum buffer sizes) and
-//! finds mptun's trailer in the authenticated plaintext.
+//! hands back the whole authenticated plaintext: boringtun truncates what it
+//! returns to the inner IP packet's length, but mptun's trailer follows that
+//! packet inside the encryption.
+
+#![forbid(unsafe_code)]
 
 pub mod keys;
 pub mod testing;
@@ -16,7 +20,6 @@ use std::time::Duration;
 use boringtun::noise::errors::WireGuardError;
 use boringtun::noise::{Tunn, TunnResult};
 use boringtun::x25519;
-use mptun_core::{Trailer, WireError};
 
 /// Bytes WireGuard adds to a data packet: 16 of header, 16 of AEAD tag.
 pub const WG_DATA_OVERHEAD: usize = 32;
@@ -53,13 +56,6 @@ pub enum OpenError {
     NoSession,
     /// A handshake refused because the rate limiter is under load.
     UnderLoad,
-    /// Authenticated, but the plaintext does not end with an mptun trailer
-    /// that matches the inner packet's length (a plain WireGuard peer, or a
-    /// peer speaking another trailer version).
-    Trailer(WireError),
-    /// Authenticated, trailer present, but bytes between the inner IP packet
-    /// and the trailer.
-    LengthMismatch,
 }
 
 impl OpenError {
@@ -86,16 +82,13 @@ impl OpenError {
 }
 
 /// The result of opening one datagram.
-#[derive(Debug)]
-pub enum Opened<'a> {
-    /// An inner IP packet and the trailer that came with it.
-    Packet {
-        /// The inner IP packet, without the trailer.
-        packet: &'a mut [u8],
-        /// Inner source address, for the allowed-IPs check.
-        source: IpAddr,
-        /// The authenticated trailer.
-        trailer: Trailer,
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Opened {
+    /// An authenticated plaintext (inner packet and trailer) of `len` bytes
+    /// at the start of the output buffer.
+    Plaintext {
+        /// Its length.
+        len: usize,
     },
     /// An authenticated handshake message, cookie or keepalive: nothing for
     /// the TUN device. Any replies were already passed to `send`.
@@ -152,16 +145,15 @@ impl PathSession {
     /// Decrypt a datagram received from `from`. Replies WireGuard owes the
     /// peer (handshake responses, queued packets now that a session exists)
     /// are handed to `send` before this returns.
-    pub fn open<'a>(
+    pub fn open(
         &mut self,
         from: IpAddr,
         datagram: &[u8],
-        out: &'a mut [u8],
+        out: &mut [u8],
         mut send: impl FnMut(&[u8]),
-    ) -> Opened<'a> {
-        let (packet_len, source) = match self.tunn.decapsulate(Some(from), datagram, out) {
-            TunnResult::WriteToTunnelV4(packet, addr) => (packet.len(), IpAddr::V4(addr)),
-            TunnResult::WriteToTunnelV6(packet, addr) => (packet.len(), IpAddr::V6(addr)),
+    ) -> Opened {
+        match self.tunn.decapsulate(Some(from), datagram, out) {
+            TunnResult::WriteToTunnelV4(..) | TunnResult::WriteToTunnelV6(..) => {}
             TunnResult::WriteToNetwork(reply) => {
                 let is_cookie = reply.first() == Some(&COOKIE_REPLY);
                 send(reply);
@@ -173,22 +165,15 @@ impl PathSession {
             }
             TunnResult::Done => return Opened::Control,
             TunnResult::Err(e) => return Opened::Rejected(OpenError::from_wireguard(e)),
-        };
-        // boringtun truncates its answer to the IP total length but leaves
-        // the rest of the plaintext, our trailer, in `out` right after it.
-        let plaintext_len = datagram.len().saturating_sub(WG_DATA_OVERHEAD);
-        let Some(plaintext) = out.get_mut(..plaintext_len) else {
-            return Opened::Rejected(OpenError::LengthMismatch);
-        };
-        match Trailer::decode_suffix(plaintext) {
-            Ok((trailer, body_len)) if body_len == packet_len => Opened::Packet {
-                packet: &mut plaintext[..packet_len],
-                source,
-                trailer,
-            },
-            Ok(_) => Opened::Rejected(OpenError::LengthMismatch),
-            Err(e) => Opened::Rejected(OpenError::Trailer(e)),
         }
+        // boringtun truncates its answer to the IP total length but leaves
+        // the rest of the plaintext, our trailer, in `out` right after it:
+        // a data message is the plaintext plus WireGuard's overhead.
+        let len = datagram.len().saturating_sub(WG_DATA_OVERHEAD);
+        if len > out.len() {
+            return Opened::Rejected(OpenError::Malformed);
+        }
+        Opened::Plaintext { len }
     }
 
     /// Run WireGuard's timers (handshake retries, rekeying, keepalives); call

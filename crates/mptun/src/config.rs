@@ -150,6 +150,14 @@ pub struct Peer {
     pub preshared_key: Option<[u8; 32]>,
 }
 
+impl Peer {
+    /// Return whether `ip` is in the peer's allowed IPs: the peer may send
+    /// from it, and packets to it go to the peer.
+    pub fn allows(&self, ip: IpAddr) -> bool {
+        self.allowed_ips.iter().any(|net| net.contains(ip))
+    }
+}
+
 /// `[[path]]`: one WireGuard session on one UDP socket.
 #[derive(Clone, Debug)]
 pub struct PathConfig {
@@ -179,12 +187,11 @@ impl PathConfig {
 }
 
 /// Default length of the TUN device's transmit queue, where packets wait
-/// for mptun to read them. The kernel's 500 is about 20 ms at 300 Mbit/s:
-/// in the lab, where mptun shares two cores with everything else, a busy
-/// moment that long dropped packets there often enough to cost one TCP flow
-/// 10-15% of its rate. The queue fills only while mptun falls behind (the
-/// TUN driver orphans its packets, so TCP small queues do not bound it),
-/// and each packet more is latency then: 1000, as on Ethernet devices.
+/// for mptun to read them. The kernel's 500 is about 20 ms at 300 Mbit/s,
+/// less than a busy host can keep mptun from reading. The queue fills only
+/// while mptun falls behind (the TUN driver orphans its packets, so TCP
+/// small queues do not bound it), and each packet more is latency then:
+/// 1000, as on Ethernet devices.
 pub const TXQUEUELEN_DEFAULT: u32 = 1000;
 const TXQUEUELEN_MIN: u32 = 16;
 const TXQUEUELEN_MAX: u32 = 100_000;

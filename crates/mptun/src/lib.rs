@@ -3,11 +3,16 @@
 
 pub mod config;
 pub mod counters;
+pub mod driver;
+#[cfg(test)]
+mod fake;
+pub mod io;
 pub mod ipnet;
 pub mod lab;
 pub mod net;
 pub mod status;
 pub mod tunnel;
+mod worker;
 
 /// Return a random `u32` from the OS, for a sender epoch.
 pub fn random_epoch() -> anyhow::Result<u32> {

@@ -153,14 +153,18 @@ fn up(path: &std::path::Path) -> anyhow::Result<()> {
         let mut interrupt = signal(SignalKind::interrupt()).context("install SIGINT handler")?;
         let name = config.interface.name.clone();
         let paths = config.paths.len();
-        let tunnel = Tunnel::start(config, epoch).await?;
+        let mut tunnel = Tunnel::start(config, epoch).await?;
         info!(interface = %name, paths, "tunnel up; SIGINT or SIGTERM to stop");
-        tokio::select! {
-            _ = terminate.recv() => info!("SIGTERM: shutting down"),
-            _ = interrupt.recv() => info!("SIGINT: shutting down"),
-        }
+        let failure = tokio::select! {
+            _ = terminate.recv() => { info!("SIGTERM: shutting down"); None }
+            _ = interrupt.recv() => { info!("SIGINT: shutting down"); None }
+            e = tunnel.failed() => Some(e),
+        };
         tunnel.shutdown().await;
-        anyhow::Ok(())
+        match failure {
+            Some(e) => Err(e.context("the tunnel failed; it was taken down")),
+            None => anyhow::Ok(()),
+        }
     })
 }
 

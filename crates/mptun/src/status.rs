@@ -2,17 +2,20 @@
 //! snapshot of its counters; the client prints it like `wg show`.
 
 use std::fmt::Write as _;
-use std::sync::Arc;
+
+use std::time::Instant;
 
 use anyhow::{bail, Context};
-use mptun_core::{PathState, ReorderStats};
+use mptun_core::{Endpoint, PathState, RefusedStats};
 use serde::{Deserialize, Serialize};
 use tokio::io::AsyncWriteExt;
 use tokio::net::UnixListener;
+use tokio::sync::{mpsc, oneshot};
 use tracing::warn;
 
+use crate::config::Config;
 use crate::counters::RejectSnapshot;
-use crate::tunnel::{lock, Shared};
+use crate::driver::{PathInfo, StatusRequest, TunCounters};
 
 /// Prefix of the status sockets' names, one per interface. They live in the
 /// abstract namespace, which is per network namespace, so tunnels of the
@@ -63,6 +66,8 @@ pub struct TunStatus {
     pub dropped_not_ip: u64,
     pub dropped_disallowed_destination: u64,
     pub dropped_disallowed_source: u64,
+    /// Packets dropped because a path's worker fell behind.
+    pub dropped_path_queue_full: u64,
     pub write_errors: u64,
 }
 
@@ -87,8 +92,9 @@ pub struct ReorderStatus {
     pub skipped_restart: u64,
     pub dropped_stale: u64,
     pub dropped_duplicate: u64,
-    pub dropped_foreign_epoch: u64,
     pub epoch_changes: u64,
+    /// NACKs the peer sent for a run of ours before a restart.
+    pub nacks_for_old_run: u64,
     /// How long a lost packet's repair is waited for.
     pub repair_wait_ms: Option<f64>,
     pub repairs_requested: u64,
@@ -111,7 +117,10 @@ pub struct PathStatus {
     pub model_queue_ms: f64,
     pub rate_mbps: Option<f64>,
     pub loss_pct: f64,
+    pub tx_probes: u64,
     pub rx_probes: u64,
+    pub tx_nacks: u64,
+    pub rx_nacks: u64,
     /// Times a probe's echo was overdue enough for new data to avoid the
     /// path, before it would be marked down.
     pub late_echoes: u64,
@@ -125,7 +134,43 @@ pub struct PathStatus {
     pub rx_bytes: u64,
     pub send_errors: u64,
     pub recv_errors: u64,
+    /// Datagrams WireGuard rejected.
     pub rejected: RejectSnapshot,
+    /// Authenticated plaintexts mptun refused.
+    pub refused: RefusedSnapshot,
+}
+
+/// Authenticated plaintexts of one path mptun refused, by reason.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RefusedSnapshot {
+    pub bad_trailer: u64,
+    pub length_mismatch: u64,
+    pub bad_probe: u64,
+    pub bad_nack: u64,
+    pub foreign_epoch: u64,
+}
+
+impl From<RefusedStats> for RefusedSnapshot {
+    fn from(r: RefusedStats) -> Self {
+        RefusedSnapshot {
+            bad_trailer: r.bad_trailer,
+            length_mismatch: r.length_mismatch,
+            bad_probe: r.bad_probe,
+            bad_nack: r.bad_nack,
+            foreign_epoch: r.foreign_epoch,
+        }
+    }
+}
+
+impl RefusedSnapshot {
+    /// Return the total.
+    pub fn total(&self) -> u64 {
+        self.bad_trailer
+            + self.length_mismatch
+            + self.bad_probe
+            + self.bad_nack
+            + self.foreign_epoch
+    }
 }
 
 fn state_name(state: PathState) -> &'static str {
@@ -138,16 +183,17 @@ fn state_name(state: PathState) -> &'static str {
     }
 }
 
-fn reorder_status(rx: &mptun_core::ReorderBuffer) -> ReorderStatus {
-    let stats: ReorderStats = rx.stats();
+fn reorder_status(endpoint: &Endpoint) -> ReorderStatus {
+    let stats = endpoint.reorder_stats();
+    let waits = endpoint.waits();
     let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
     ReorderStatus {
-        hold_ms: ms(rx.hold()),
-        held_now: rx.held_len(),
-        waited: rx.waits().count(),
-        wait_p50_ms: rx.waits().quantile(0.5).map(ms),
-        wait_p99_ms: rx.waits().quantile(0.99).map(ms),
-        wait_buckets: rx.waits().nonzero_buckets(),
+        hold_ms: ms(endpoint.hold()),
+        held_now: endpoint.held(),
+        waited: waits.count(),
+        wait_p50_ms: waits.quantile(0.5).map(ms),
+        wait_p99_ms: waits.quantile(0.99).map(ms),
+        wait_buckets: waits.nonzero_buckets(),
         in_order: stats.in_order,
         buffered: stats.buffered,
         skipped_loss: stats.skipped_loss,
@@ -156,22 +202,67 @@ fn reorder_status(rx: &mptun_core::ReorderBuffer) -> ReorderStatus {
         skipped_restart: stats.skipped_restart,
         dropped_stale: stats.dropped_stale,
         dropped_duplicate: stats.dropped_duplicate,
-        dropped_foreign_epoch: stats.dropped_foreign_epoch,
-        epoch_changes: stats.epoch_changes,
-        repair_wait_ms: rx.repair_wait().map(ms),
+        epoch_changes: endpoint.stats().epoch_changes,
+        nacks_for_old_run: endpoint.stats().nacks_for_old_run,
+        repair_wait_ms: endpoint.repair_wait().map(ms),
         repairs_requested: stats.repairs_requested,
         repaired: stats.repaired,
         congestion_losses: stats.congestion_losses,
     }
 }
 
-pub(crate) fn snapshot(shared: &Shared) -> Status {
-    let config = &shared.config;
-    let reorder = reorder_status(&lock(&shared.receiver).buffer);
-    // Bound first: a guard in the struct literal below would live to its
-    // end and deadlock against the per-path lookups.
-    let epoch = lock(&shared.multipath).epoch();
-    let t = &shared.tun_counters;
+fn path_status(endpoint: &Endpoint, info: &PathInfo, now: Instant) -> PathStatus {
+    let id = info.id;
+    let state = endpoint.state(id);
+    let est = endpoint.estimate(id);
+    let stats = endpoint.path_stats(id);
+    let (handshake_at, handshake_rtt_ms) = info.handshake();
+    let c = &info.counters;
+    PathStatus {
+        id: id.0,
+        local: info.local.to_string(),
+        endpoint: info.endpoint().map(|e| e.to_string()),
+        up: matches!(state, PathState::Up | PathState::Unconfirmed),
+        state: if est.echo_late && state == PathState::Up {
+            "up (echo late)".to_string()
+        } else {
+            state_name(state).to_string()
+        },
+        srtt_ms: est.srtt_ms,
+        owd_rel_ms: est.owd_rel_ms,
+        queue_ms: est.queue_ms,
+        model_queue_ms: est.model_queue_ms,
+        rate_mbps: est.rate_mbps,
+        loss_pct: est.loss * 100.0,
+        tx_probes: stats.tx_probes,
+        rx_probes: stats.rx_probes,
+        tx_nacks: stats.tx_nacks,
+        rx_nacks: stats.rx_nacks,
+        late_echoes: est.late_echoes,
+        since_handshake_secs: handshake_at.map(|t| now.saturating_duration_since(t).as_secs_f64()),
+        handshake_rtt_ms,
+        tx_packets: stats.tx_packets,
+        tx_bytes: stats.tx_bytes,
+        resent: stats.resent,
+        rx_packets: stats.rx_packets,
+        rx_bytes: stats.rx_bytes,
+        send_errors: c.send_errors.get(),
+        recv_errors: c.recv_errors.get(),
+        rejected: c.rejected.snapshot(),
+        refused: stats.refused.into(),
+    }
+}
+
+/// Build the status of a running tunnel, in the endpoint task.
+pub(crate) fn snapshot(
+    config: &Config,
+    endpoint: &Endpoint,
+    paths: &[PathInfo],
+    tun: &TunCounters,
+    started: Instant,
+) -> Status {
+    let now = crate::driver::now();
+    let stats = endpoint.stats();
     Status {
         interface: config.interface.name.clone(),
         public_key: mptun_wg::keys::encode_key(&mptun_wg::keys::public_key(
@@ -179,8 +270,8 @@ pub(crate) fn snapshot(shared: &Shared) -> Status {
         )),
         peer_public_key: mptun_wg::keys::encode_key(&config.peer.public_key),
         mtu: config.interface.mtu,
-        epoch,
-        uptime_secs: shared.started.elapsed().as_secs_f64(),
+        epoch: endpoint.epoch(),
+        uptime_secs: now.saturating_duration_since(started).as_secs_f64(),
         allowed_ips: config
             .peer
             .allowed_ips
@@ -188,58 +279,20 @@ pub(crate) fn snapshot(shared: &Shared) -> Status {
             .map(|n| n.to_string())
             .collect(),
         tun: TunStatus {
-            read_packets: t.read_packets.get(),
-            written_packets: t.written_packets.get(),
-            dropped_no_path: t.dropped_no_path.get(),
-            dropped_not_ip: t.dropped_not_ip.get(),
-            dropped_disallowed_destination: t.dropped_disallowed_destination.get(),
-            dropped_disallowed_source: t.dropped_disallowed_source.get(),
-            write_errors: t.write_errors.get(),
+            read_packets: tun.read_packets,
+            written_packets: tun.written_packets,
+            dropped_no_path: stats.dropped_no_path,
+            dropped_not_ip: stats.dropped_not_ip,
+            dropped_disallowed_destination: tun.dropped_disallowed_destination,
+            dropped_disallowed_source: tun.dropped_disallowed_source,
+            dropped_path_queue_full: tun.dropped_path_queue_full_packets,
+            write_errors: tun.write_errors,
         },
-        reorder,
-        paths: shared
-            .paths
+        reorder: reorder_status(endpoint),
+        paths: paths
             .iter()
-            .map(|p| {
-                let (since, rtt) = {
-                    let s = lock(&p.session);
-                    (s.since_handshake(), s.handshake_rtt_ms())
-                };
-                let c = &p.counters;
-                let (state, est) = {
-                    let mp = lock(&shared.multipath);
-                    (mp.state(p.id), mp.estimate(p.id))
-                };
-                PathStatus {
-                    id: p.id.0,
-                    local: p.local.to_string(),
-                    endpoint: p.endpoint().map(|e| e.to_string()),
-                    up: matches!(state, PathState::Up | PathState::Unconfirmed),
-                    state: if est.echo_late && state == PathState::Up {
-                        "up (echo late)".to_string()
-                    } else {
-                        state_name(state).to_string()
-                    },
-                    srtt_ms: est.srtt_ms,
-                    owd_rel_ms: est.owd_rel_ms,
-                    queue_ms: est.queue_ms,
-                    model_queue_ms: est.model_queue_ms,
-                    rate_mbps: est.rate_mbps,
-                    loss_pct: est.loss * 100.0,
-                    rx_probes: c.rx_probes.get(),
-                    late_echoes: est.late_echoes,
-                    since_handshake_secs: since.map(|d| d.as_secs_f64()),
-                    handshake_rtt_ms: rtt,
-                    tx_packets: c.tx_packets.get(),
-                    tx_bytes: c.tx_bytes.get(),
-                    resent: c.resent.get(),
-                    rx_packets: c.rx_packets.get(),
-                    rx_bytes: c.rx_bytes.get(),
-                    send_errors: c.send_errors.get(),
-                    recv_errors: c.recv_errors.get(),
-                    rejected: c.rejected.snapshot(),
-                }
-            })
+            .filter(|p| p.id.index() < endpoint.path_count())
+            .map(|p| path_status(endpoint, p, now))
             .collect(),
     }
 }
@@ -250,8 +303,12 @@ pub(crate) struct StatusServer {
 }
 
 impl StatusServer {
-    pub fn start(shared: Arc<Shared>) -> anyhow::Result<StatusServer> {
-        let name = &shared.config.interface.name;
+    /// Listen for `mptun show` on `name`'s socket; snapshots are asked of
+    /// the endpoint task through `requests`.
+    pub fn start(
+        name: &str,
+        requests: mpsc::Sender<StatusRequest>,
+    ) -> anyhow::Result<StatusServer> {
         let std_listener = std::os::unix::net::UnixListener::bind_addr(&socket_addr(name)?)
             .with_context(|| format!("listen on status socket @{SOCKET_PREFIX}{name}"))?;
         std_listener.set_nonblocking(true)?;
@@ -271,7 +328,13 @@ impl StatusServer {
                 if !allowed {
                     continue;
                 }
-                let status = snapshot(&shared);
+                let (reply, answer) = oneshot::channel();
+                if requests.send(reply).await.is_err() {
+                    break;
+                }
+                let Ok(status) = answer.await else {
+                    break;
+                };
                 match serde_json::to_vec(&status) {
                     Ok(bytes) => {
                         let _ = stream.write_all(&bytes).await;
@@ -369,12 +432,14 @@ pub fn render(s: &Status) -> String {
     );
     let _ = writeln!(
         o,
-        "  dropped: {} stale, {} duplicate, {} foreign epoch, {} no path up, {} disallowed source",
+        "  dropped: {} stale, {} duplicate, {} no path up, {} path queue full, {} disallowed source, {} disallowed destination, {} not IP",
         r.dropped_stale,
         r.dropped_duplicate,
-        r.dropped_foreign_epoch,
         s.tun.dropped_no_path,
-        s.tun.dropped_disallowed_source
+        s.tun.dropped_path_queue_full,
+        s.tun.dropped_disallowed_source,
+        s.tun.dropped_disallowed_destination,
+        s.tun.dropped_not_ip
     );
     let _ = writeln!(o);
     let _ = writeln!(o, "peer: {}", s.peer_public_key);
@@ -421,11 +486,24 @@ pub fn render(s: &Status) -> String {
             );
         }
         let rejected = p.rejected.total();
-        if rejected + p.send_errors + p.recv_errors > 0 {
+        let refused = p.refused.total();
+        if rejected + refused + p.send_errors + p.recv_errors > 0 {
             let _ = writeln!(
                 o,
-                "  errors: {rejected} rejected ({} unauthenticated, {} replayed, {} malformed), {} send, {} receive",
-                p.rejected.unauthenticated, p.rejected.replayed, p.rejected.malformed, p.send_errors, p.recv_errors
+                "  errors: {rejected} rejected ({} unauthenticated, {} replayed, {} malformed, {} no session, {} under load), \
+                 {refused} refused ({} bad trailer, {} length mismatch, {} bad probe, {} bad NACK, {} foreign epoch), {} send, {} receive",
+                p.rejected.unauthenticated,
+                p.rejected.replayed,
+                p.rejected.malformed,
+                p.rejected.no_session,
+                p.rejected.under_load,
+                p.refused.bad_trailer,
+                p.refused.length_mismatch,
+                p.refused.bad_probe,
+                p.refused.bad_nack,
+                p.refused.foreign_epoch,
+                p.send_errors,
+                p.recv_errors
             );
         }
     }

@@ -1,11 +1,9 @@
-//! Control messages: the probes each side sends on every path to measure it.
+//! Probes: what each side sends on every path to measure it.
 //!
 //! A probe travels like data, through the path's WireGuard session, so it is
 //! authenticated and never in cleartext, but it is never delivered to the
-//! TUN device. boringtun only accepts plaintext shaped like an IP packet, so
-//! the probe is wrapped in a minimal IPv4 header (protocol 253, reserved for
-//! experiments by RFC 3692) whose total length covers the probe; the trailer
-//! (kind `Control`) follows as for data.
+//! TUN device. It sits behind a [`shim`](super::shim) header; the trailer
+//! (kind [`Kind::Probe`](super::Kind::Probe)) follows as for data.
 //!
 //! Every probe also carries feedback on the last probe received from the
 //! peer on the same path, so one message per interval serves both ways:
@@ -34,14 +32,24 @@
 //! (arrival on one clock minus send on the other) is off by the same unknown
 //! clock offset on every path, so differences between paths are exact.
 
+use super::{read_u32, read_u64, shim, WireError};
 use crate::seq::Seq;
 
-/// Length of the IPv4 shim header.
-pub const SHIM_LEN: usize = 20;
 /// Length of a probe's body after the shim.
 pub const PROBE_LEN: usize = 52;
-/// IP protocol number in the shim: 253, for experimentation (RFC 3692).
-pub const SHIM_PROTOCOL: u8 = 253;
+
+/// Byte offsets of the fields, within the body after the shim.
+mod field {
+    use core::ops::Range;
+    pub const NUMBER: Range<usize> = 0..4;
+    pub const SENT_US: Range<usize> = 4..12;
+    pub const ECHO_NUMBER: Range<usize> = 12..16;
+    pub const ECHO_SENT_US: Range<usize> = 16..24;
+    pub const ECHO_ARRIVED_US: Range<usize> = 24..32;
+    pub const RX_PACKETS: Range<usize> = 32..40;
+    pub const RX_BYTES: Range<usize> = 40..48;
+    pub const RX_HIGHEST_PATH_SEQ: Range<usize> = 48..52;
+}
 
 /// One probe with its piggybacked feedback.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -64,59 +72,42 @@ pub struct Probe {
     pub rx_highest_path_seq: Seq,
 }
 
-/// Why a probe could not be read.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ControlError {
-    /// Not the length of a probe.
-    BadLength,
-    /// The shim header is not ours.
-    BadShim,
-}
-
 impl Probe {
-    /// Write shim header and probe into `buf` (at least `SHIM_LEN +
-    /// PROBE_LEN` bytes); return the length written.
+    /// Length of a probe, shim included.
+    pub const LEN: usize = shim::SHIM_LEN + PROBE_LEN;
+
+    /// Write shim header and probe into `buf` (at least [`Probe::LEN`]
+    /// bytes); return the length written.
     pub fn encode(&self, buf: &mut [u8]) -> usize {
-        let total = SHIM_LEN + PROBE_LEN;
-        let out = &mut buf[..total];
-        out.fill(0);
-        out[0] = 0x45; // IPv4, 5-word header
-        out[2..4].copy_from_slice(&(total as u16).to_be_bytes());
-        out[8] = 1; // TTL: never routed anywhere
-        out[9] = SHIM_PROTOCOL;
-        let b = &mut out[SHIM_LEN..];
-        b[0..4].copy_from_slice(&self.number.to_be_bytes());
-        b[4..12].copy_from_slice(&self.sent_us.to_be_bytes());
-        b[12..16].copy_from_slice(&self.echo_number.to_be_bytes());
-        b[16..24].copy_from_slice(&self.echo_sent_us.to_be_bytes());
-        b[24..32].copy_from_slice(&self.echo_arrived_us.to_be_bytes());
-        b[32..40].copy_from_slice(&self.rx_packets.to_be_bytes());
-        b[40..48].copy_from_slice(&self.rx_bytes.to_be_bytes());
-        b[48..52].copy_from_slice(&self.rx_highest_path_seq.0.to_be_bytes());
-        total
+        shim::write(buf, Self::LEN as u16);
+        let b = &mut buf[shim::SHIM_LEN..Self::LEN];
+        b[field::NUMBER].copy_from_slice(&self.number.to_be_bytes());
+        b[field::SENT_US].copy_from_slice(&self.sent_us.to_be_bytes());
+        b[field::ECHO_NUMBER].copy_from_slice(&self.echo_number.to_be_bytes());
+        b[field::ECHO_SENT_US].copy_from_slice(&self.echo_sent_us.to_be_bytes());
+        b[field::ECHO_ARRIVED_US].copy_from_slice(&self.echo_arrived_us.to_be_bytes());
+        b[field::RX_PACKETS].copy_from_slice(&self.rx_packets.to_be_bytes());
+        b[field::RX_BYTES].copy_from_slice(&self.rx_bytes.to_be_bytes());
+        b[field::RX_HIGHEST_PATH_SEQ].copy_from_slice(&self.rx_highest_path_seq.0.to_be_bytes());
+        Self::LEN
     }
 
-    /// Read a probe from the inner packet of a control message (shim header
+    /// Read a probe from the inner packet of a probe message (shim header
     /// included).
-    pub fn decode(packet: &[u8]) -> Result<Probe, ControlError> {
-        if packet.len() != SHIM_LEN + PROBE_LEN {
-            return Err(ControlError::BadLength);
+    pub fn decode(packet: &[u8]) -> Result<Probe, WireError> {
+        if packet.len() != Self::LEN {
+            return Err(WireError::BadLength);
         }
-        if packet[0] != 0x45 || packet[9] != SHIM_PROTOCOL {
-            return Err(ControlError::BadShim);
-        }
-        let b = &packet[SHIM_LEN..];
-        let u32_at = |i: usize| u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
-        let u64_at = |i: usize| (u64::from(u32_at(i)) << 32) | u64::from(u32_at(i + 4));
+        let b = shim::body(packet)?;
         Ok(Probe {
-            number: u32_at(0),
-            sent_us: u64_at(4),
-            echo_number: u32_at(12),
-            echo_sent_us: u64_at(16),
-            echo_arrived_us: u64_at(24),
-            rx_packets: u64_at(32),
-            rx_bytes: u64_at(40),
-            rx_highest_path_seq: Seq(u32_at(48)),
+            number: read_u32(b, field::NUMBER),
+            sent_us: read_u64(b, field::SENT_US),
+            echo_number: read_u32(b, field::ECHO_NUMBER),
+            echo_sent_us: read_u64(b, field::ECHO_SENT_US),
+            echo_arrived_us: read_u64(b, field::ECHO_ARRIVED_US),
+            rx_packets: read_u64(b, field::RX_PACKETS),
+            rx_bytes: read_u64(b, field::RX_BYTES),
+            rx_highest_path_seq: Seq(read_u32(b, field::RX_HIGHEST_PATH_SEQ)),
         })
     }
 }
@@ -161,9 +152,9 @@ mod tests {
     fn rejects_what_is_not_a_probe() {
         let mut buf = [0u8; 72];
         sample().encode(&mut buf);
-        assert_eq!(Probe::decode(&buf[..71]), Err(ControlError::BadLength));
+        assert_eq!(Probe::decode(&buf[..71]), Err(WireError::BadLength));
         let mut tcp = buf;
         tcp[9] = 6;
-        assert_eq!(Probe::decode(&tcp), Err(ControlError::BadShim));
+        assert_eq!(Probe::decode(&tcp), Err(WireError::BadShim));
     }
 }

@@ -34,6 +34,7 @@
 //! likely dropped at that queue, and the receiver leaves such a loss to the
 //! inner flow instead of asking for it again (see [`crate::reorder`]).
 
+use super::{read_u32, WireError};
 use crate::path::PathSet;
 use crate::seq::Seq;
 
@@ -45,6 +46,17 @@ pub const TRAILER_LEN: usize = 16;
 /// carries it, so the two refuse each other outright instead.
 pub const VERSION: u8 = 2;
 
+/// Byte offsets of the fields, within the trailer.
+mod field {
+    use core::ops::Range;
+    pub const SEQ: Range<usize> = 0..4;
+    pub const PATH_SEQ: Range<usize> = 4..8;
+    pub const EPOCH: Range<usize> = 8..12;
+    pub const PATHS_IN_USE: Range<usize> = 12..14;
+    pub const FLAGS: usize = 14;
+    pub const VERSION_KIND: usize = 15;
+}
+
 /// Flag bit: the path had a standing queue when the packet was sent.
 const FLAG_CONGESTED: u8 = 0x01;
 
@@ -54,9 +66,9 @@ const FLAG_CONGESTED: u8 = 0x01;
 pub enum Kind {
     /// An inner IP packet for the TUN device.
     Data = 1,
-    /// A probe (see [`crate::control`]), never delivered to the TUN device.
-    Control = 2,
-    /// A request to resend lost data packets (see [`crate::repair`]), never
+    /// A probe (see [`super::probe`]), never delivered to the TUN device.
+    Probe = 2,
+    /// A request to resend lost data packets (see [`super::nack`]), never
     /// delivered to the TUN device.
     Nack = 3,
 }
@@ -78,33 +90,38 @@ pub struct Trailer {
     pub congested: bool,
 }
 
-/// Why a trailer could not be read. Small and `Copy`: the packet is dropped
-/// and counted, never logged one by one.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum WireError {
-    /// Fewer bytes than a trailer.
-    Truncated,
-    /// A trailer layout this build does not know.
-    UnknownVersion,
-    /// A kind this build does not know.
-    UnknownKind,
-    /// Flags set that this build does not know.
-    UnknownFlags,
-}
-
 impl Trailer {
+    /// A trailer for a probe or NACK: they are not numbered.
+    pub fn control(kind: Kind, epoch: u32, paths_in_use: PathSet) -> Trailer {
+        Trailer {
+            seq: Seq(0),
+            path_seq: Seq(0),
+            epoch,
+            paths_in_use,
+            kind,
+            congested: false,
+        }
+    }
+
     /// Write the trailer into the first [`TRAILER_LEN`] bytes of `buf`.
     ///
     /// # Panics
     /// If `buf` is shorter than [`TRAILER_LEN`]; callers size their buffers.
     pub fn encode(&self, buf: &mut [u8]) {
         let out = &mut buf[..TRAILER_LEN];
-        out[0..4].copy_from_slice(&self.seq.0.to_be_bytes());
-        out[4..8].copy_from_slice(&self.path_seq.0.to_be_bytes());
-        out[8..12].copy_from_slice(&self.epoch.to_be_bytes());
-        out[12..14].copy_from_slice(&self.paths_in_use.0.to_be_bytes());
-        out[14] = if self.congested { FLAG_CONGESTED } else { 0 };
-        out[15] = (VERSION << 4) | self.kind as u8;
+        out[field::SEQ].copy_from_slice(&self.seq.0.to_be_bytes());
+        out[field::PATH_SEQ].copy_from_slice(&self.path_seq.0.to_be_bytes());
+        out[field::EPOCH].copy_from_slice(&self.epoch.to_be_bytes());
+        out[field::PATHS_IN_USE].copy_from_slice(&self.paths_in_use.0.to_be_bytes());
+        out[field::FLAGS] = if self.congested { FLAG_CONGESTED } else { 0 };
+        out[field::VERSION_KIND] = (VERSION << 4) | self.kind as u8;
+    }
+
+    /// Append the trailer to `buf`.
+    pub fn append_to(&self, buf: &mut Vec<u8>) {
+        let at = buf.len();
+        buf.resize(at + TRAILER_LEN, 0);
+        self.encode(&mut buf[at..]);
     }
 
     /// Read the trailer at the end of `plaintext`; return it and the length of
@@ -113,28 +130,32 @@ impl Trailer {
         let body_len = plaintext
             .len()
             .checked_sub(TRAILER_LEN)
-            .ok_or(WireError::Truncated)?;
+            .ok_or(WireError::BadLength)?;
         let t = &plaintext[body_len..];
-        let word = |i: usize| u32::from_be_bytes([t[i], t[i + 1], t[i + 2], t[i + 3]]);
-        if t[15] >> 4 != VERSION {
+        if t[field::VERSION_KIND] >> 4 != VERSION {
             return Err(WireError::UnknownVersion);
         }
-        let kind = match t[15] & 0x0f {
+        let kind = match t[field::VERSION_KIND] & 0x0f {
             1 => Kind::Data,
-            2 => Kind::Control,
+            2 => Kind::Probe,
             3 => Kind::Nack,
             _ => return Err(WireError::UnknownKind),
         };
-        if t[14] & !FLAG_CONGESTED != 0 {
+        let flags = t[field::FLAGS];
+        if flags & !FLAG_CONGESTED != 0 {
             return Err(WireError::UnknownFlags);
         }
+        let paths = [
+            t[field::PATHS_IN_USE.start],
+            t[field::PATHS_IN_USE.start + 1],
+        ];
         let trailer = Trailer {
-            seq: Seq(word(0)),
-            path_seq: Seq(word(4)),
-            epoch: word(8),
-            paths_in_use: PathSet(u16::from_be_bytes([t[12], t[13]])),
+            seq: Seq(read_u32(t, field::SEQ)),
+            path_seq: Seq(read_u32(t, field::PATH_SEQ)),
+            epoch: read_u32(t, field::EPOCH),
+            paths_in_use: PathSet(u16::from_be_bytes(paths)),
             kind,
-            congested: t[14] & FLAG_CONGESTED != 0,
+            congested: flags & FLAG_CONGESTED != 0,
         };
         Ok((trailer, body_len))
     }
@@ -196,7 +217,7 @@ mod tests {
     fn rejects_malformed_trailers() {
         assert_eq!(
             Trailer::decode_suffix(&GOLDEN[1..]),
-            Err(WireError::Truncated)
+            Err(WireError::BadLength)
         );
         let mut bad = GOLDEN;
         bad[15] = 0x11;

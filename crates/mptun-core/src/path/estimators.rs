@@ -193,7 +193,7 @@ mod tests {
 
     #[test]
     fn delay_minimum_slides_and_queueing_is_above_it() {
-        let t0 = Instant::now();
+        let t0 = crate::tests::t0();
         let at = |ms: u64| t0 + Duration::from_millis(ms);
         let mut d = DelayTracker::new(Duration::from_secs(2));
         d.update(at(0), 5_000);
@@ -212,7 +212,7 @@ mod tests {
 
     #[test]
     fn windowed_max_forgets_old_peaks() {
-        let t0 = Instant::now();
+        let t0 = crate::tests::t0();
         let at = |ms: u64| t0 + Duration::from_millis(ms);
         let mut m = WindowedMax::new(Duration::from_secs(1));
         m.update(at(0), 100.0);

@@ -1,0 +1,590 @@
+//! One site's side of a tunnel, as a state machine with no I/O.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use crate::buf::{BufPool, PacketBuf};
+use crate::path::{PathEstimate, PathEvent, PathId, PathSet, PathState};
+use crate::paths::PathTable;
+use crate::reorder::{Arrival, HoldHistogram, ReorderBuffer, ReorderConfig, ReorderStats};
+use crate::scheduler::{Policy, Scheduler};
+use crate::sent_log::SentLog;
+use crate::seq::Seq;
+use crate::wire::{ip, Kind, Nack, Probe, Trailer, NACK_MAX, NACK_MAX_LEN, TRAILER_LEN};
+
+/// Buffers an endpoint keeps for its own probes, NACKs and resends.
+const POOL_KEEP: usize = 1024;
+
+/// The first data packet heard of a peer's run numbered below this is taken
+/// to be one of the run's first, and the packets before it are waited for.
+const NEW_RUN_FIRST_PACKETS: u32 = 1024;
+
+/// What an [`Endpoint`] is built from.
+#[derive(Clone, Debug)]
+pub struct EndpointConfig {
+    /// Random identity of this run, carried in every trailer, so the peer
+    /// can tell a restart from a stale packet.
+    pub epoch: u32,
+    /// Number of paths, `PathId(0)` to `PathId(paths - 1)`.
+    pub paths: usize,
+    /// How data packets are spread over the paths.
+    pub policy: Policy,
+    /// Limits of the reorder buffer; the sent log spans as many packets.
+    pub reorder: ReorderConfig,
+    /// How long the peer's run being followed must have been silent before
+    /// another one (a restarted peer) is taken in its place. Shorter would
+    /// let a straggler from before a restart reset the receive side again;
+    /// longer delays recovery after a restart by the same amount.
+    pub epoch_quiet: Duration,
+    /// Capacity of the buffers it makes for probes, NACKs and resends: the
+    /// largest plaintext (inner packet and trailer).
+    pub buf_capacity: usize,
+}
+
+impl EndpointConfig {
+    /// A config with the default reorder limits and adaptive scheduling.
+    pub fn new(epoch: u32, paths: usize) -> Self {
+        EndpointConfig {
+            epoch,
+            paths,
+            policy: Policy::adaptive(None),
+            reorder: ReorderConfig::default(),
+            epoch_quiet: Duration::from_millis(200),
+            buf_capacity: 2048,
+        }
+    }
+}
+
+/// Counters of one path, monotonically increasing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PathStats {
+    /// Data packets sent on the path, resent ones included.
+    pub tx_packets: u64,
+    /// Inner bytes of those packets.
+    pub tx_bytes: u64,
+    /// Of `tx_packets`, those resent because the peer asked for them.
+    pub resent: u64,
+    /// Data packets received on the path.
+    pub rx_packets: u64,
+    /// Inner bytes of those packets.
+    pub rx_bytes: u64,
+    /// Probes sent.
+    pub tx_probes: u64,
+    /// Probes received.
+    pub rx_probes: u64,
+    /// NACKs sent.
+    pub tx_nacks: u64,
+    /// NACKs received.
+    pub rx_nacks: u64,
+    /// Plaintexts refused, by reason.
+    pub refused: RefusedStats,
+}
+
+/// Authenticated plaintexts an endpoint refused, by reason.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RefusedStats {
+    /// No readable trailer: too short, or of a version, kind or flags this
+    /// build does not know (a plain WireGuard peer, or another version of
+    /// mptun).
+    pub bad_trailer: u64,
+    /// Bytes between the inner IP packet and the trailer.
+    pub length_mismatch: u64,
+    /// A probe that does not read as one.
+    pub bad_probe: u64,
+    /// A NACK that does not read as one.
+    pub bad_nack: u64,
+    /// From a run of the peer other than the one followed, while that one
+    /// is still heard from.
+    pub foreign_epoch: u64,
+}
+
+/// Counters of an endpoint as a whole, monotonically increasing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EndpointStats {
+    /// Packets from the TUN device that are not IPv4 or IPv6.
+    pub dropped_not_ip: u64,
+    /// Packets from the TUN device dropped because no path was usable.
+    pub dropped_no_path: u64,
+    /// NACKs for a run of ours before a restart: nothing to resend.
+    pub nacks_for_old_run: u64,
+    /// Times the peer was found restarted (a new run followed), after the
+    /// first.
+    pub epoch_changes: u64,
+}
+
+/// The peer's run being followed.
+#[derive(Clone, Copy, Debug)]
+struct PeerRun {
+    epoch: u32,
+    /// When it was last heard from.
+    heard: Instant,
+    /// Whether its data was taken in yet: the reorder buffer starts at its
+    /// first data packet.
+    data_started: bool,
+}
+
+/// What to do with a message of an epoch.
+enum Admission {
+    /// Of the run being followed.
+    Followed,
+    /// Of a new run, now followed.
+    New,
+    /// Of another run, while the one followed is still heard from.
+    Foreign,
+}
+
+/// One site's side of a tunnel: numbering, scheduling, the sent log and
+/// repairs, probes, path liveness and the reorder buffer, with no I/O.
+///
+/// The I/O edge owns the TUN device, one WireGuard session and socket per
+/// path, and the clock; it hands this inputs and carries out its outputs.
+/// Time comes in as an argument: nothing here reads a clock. Packets move
+/// by value in [`PacketBuf`]s.
+///
+/// Methods come in three kinds:
+/// - **inputs**, `handle_*`: [`handle_tun`](Self::handle_tun) (inner packets
+///   read from the TUN device), [`handle_datagrams`](Self::handle_datagrams)
+///   (plaintexts a path's WireGuard session opened), and
+///   [`handle_timeout`](Self::handle_timeout); plus
+///   [`set_session`](Self::set_session) when a path's WireGuard session comes
+///   or goes;
+/// - **outputs**, `poll_*`: [`poll_transmit`](Self::poll_transmit)
+///   (plaintexts to seal and send, grouped by path),
+///   [`poll_deliver`](Self::poll_deliver) (inner packets for the TUN
+///   device, in order), [`poll_event`](Self::poll_event) (path state changes
+///   to log) and [`poll_timeout`](Self::poll_timeout) (when to call
+///   `handle_timeout` next);
+/// - **queries** for status output and for the WireGuard timers
+///   ([`wants_handshake`](Self::wants_handshake)).
+///
+/// After any input, drain `poll_transmit` and `poll_deliver`, take the
+/// events, and sleep until `poll_timeout` (or the next input). Each input
+/// takes a batch with one `now`: a batch is what one read of the TUN device
+/// or one receive on a path's socket brought.
+pub struct Endpoint {
+    epoch: u32,
+    epoch_quiet: Duration,
+    paths: PathTable,
+    scheduler: Scheduler,
+    next_seq: Seq,
+    sent: SentLog,
+    reorder: ReorderBuffer<PacketBuf>,
+    peer: Option<PeerRun>,
+    /// Plaintexts to send, per path, in order.
+    outgoing: Vec<VecDeque<PacketBuf>>,
+    pool: BufPool,
+    path_stats: Vec<PathStats>,
+    stats: EndpointStats,
+}
+
+impl Endpoint {
+    /// Create an endpoint at time `now`; no path has a session yet.
+    pub fn new(now: Instant, config: EndpointConfig) -> Self {
+        let n = config.paths;
+        Endpoint {
+            epoch: config.epoch,
+            epoch_quiet: config.epoch_quiet,
+            paths: PathTable::new(now, n),
+            scheduler: Scheduler::new(config.policy, n),
+            next_seq: Seq(0),
+            // A NACK for what the peer's reorder window has passed comes too
+            // late to help: the log spans no more than that window.
+            sent: SentLog::new(config.reorder.capacity),
+            reorder: ReorderBuffer::new(config.reorder),
+            peer: None,
+            outgoing: (0..n).map(|_| VecDeque::new()).collect(),
+            pool: BufPool::new(config.buf_capacity, POOL_KEEP),
+            path_stats: vec![PathStats::default(); n],
+            stats: EndpointStats::default(),
+        }
+    }
+
+    // Inputs.
+
+    /// Tell whether `path`'s WireGuard session is established.
+    pub fn set_session(&mut self, now: Instant, path: PathId, established: bool) {
+        self.paths.set_session(now, path, established);
+    }
+
+    /// Take the inner packets read from the TUN device at `now`, draining
+    /// `packets`: number each, pick its path, log it for repairs and queue
+    /// it with its trailer for that path.
+    pub fn handle_tun(&mut self, now: Instant, packets: &mut Vec<PacketBuf>) {
+        for buf in packets.drain(..) {
+            if ip::packet_len(buf.packet()).is_none() {
+                self.stats.dropped_not_ip += 1;
+                self.pool.put(buf);
+                continue;
+            }
+            let len = buf.len();
+            let usable = self.paths.usable();
+            let Some(path) = self
+                .scheduler
+                .pick(self.paths.as_mut_slice(), now, len, usable)
+            else {
+                self.stats.dropped_no_path += 1;
+                self.pool.put(buf);
+                continue;
+            };
+            let seq = self.next_seq;
+            self.next_seq = seq.next();
+            let trailer = self.paths.charge(now, path, seq, len, self.epoch, false);
+            self.scheduler.note_sent(path);
+            self.sent.record(seq, path, buf.packet());
+            self.queue_data(path, &trailer, buf);
+        }
+    }
+
+    /// Take the plaintexts `path`'s WireGuard session opened at `now`,
+    /// draining `plaintexts`: data goes to the reorder buffer, probes to the
+    /// path monitor, NACKs are answered with resends.
+    pub fn handle_datagrams(
+        &mut self,
+        now: Instant,
+        path: PathId,
+        plaintexts: &mut Vec<PacketBuf>,
+    ) {
+        if path.index() >= self.path_stats.len() {
+            self.pool.put_all(plaintexts);
+            return;
+        }
+        let mut probed = false;
+        for buf in plaintexts.drain(..) {
+            match self.open(now, path, buf) {
+                Ok((Kind::Data, trailer, buf)) => self.handle_data(now, path, &trailer, buf),
+                Ok((Kind::Probe, _, buf)) => {
+                    probed |= self.handle_probe(now, path, &buf);
+                    self.pool.put(buf);
+                }
+                Ok((Kind::Nack, _, buf)) => {
+                    self.handle_nack(now, path, &buf);
+                    self.pool.put(buf);
+                }
+                Err(buf) => self.pool.put(buf),
+            }
+        }
+        if probed {
+            self.update_hints(now);
+        }
+        self.send_nacks();
+    }
+
+    /// Run the timers due by `now`: probes, path liveness, and gaps held
+    /// long enough.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.paths.handle_timeout(now);
+        while let Some((path, probe)) = self.paths.poll_probe(now) {
+            let mut buf = self.pool.take(0);
+            buf.fill(0, Probe::LEN, |b| probe.encode(b));
+            let trailer = Trailer::control(Kind::Probe, self.epoch, self.paths.usable());
+            append_trailer(&mut buf, &trailer);
+            self.path_stats[path.index()].tx_probes += 1;
+            self.outgoing[path.index()].push_back(buf);
+        }
+        self.update_hints(now);
+        if self.reorder.poll_timeout().is_some_and(|t| t <= now) {
+            self.reorder.handle_timeout(now);
+        }
+        self.send_nacks();
+    }
+
+    // Outputs.
+
+    /// Move the plaintexts queued for one path into `out` and return the
+    /// path; `None` when nothing is queued. Call until `None`.
+    pub fn poll_transmit(&mut self, out: &mut Vec<PacketBuf>) -> Option<PathId> {
+        let i = self.outgoing.iter().position(|q| !q.is_empty())?;
+        out.extend(self.outgoing[i].drain(..));
+        Some(PathId(i as u8))
+    }
+
+    /// Move the inner packets released in order into `out`, for the TUN
+    /// device.
+    pub fn poll_deliver(&mut self, out: &mut Vec<PacketBuf>) {
+        while let Some(buf) = self.reorder.poll_release() {
+            out.push(buf);
+        }
+    }
+
+    /// Return the next path state change, for logging.
+    pub fn poll_event(&mut self) -> Option<PathEvent> {
+        self.paths.poll_event()
+    }
+
+    /// Return when [`handle_timeout`](Self::handle_timeout) next has work.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        [self.paths.poll_timeout(), self.reorder.poll_timeout()]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    // Queries.
+
+    /// Return this run's epoch.
+    pub fn epoch(&self) -> u32 {
+        self.epoch
+    }
+
+    /// Return the epoch of the peer's run being followed.
+    pub fn peer_epoch(&self) -> Option<u32> {
+        self.peer.map(|p| p.epoch)
+    }
+
+    /// Return the number of paths.
+    pub fn path_count(&self) -> usize {
+        self.paths.len()
+    }
+
+    /// Return the state of a path.
+    pub fn state(&self, path: PathId) -> PathState {
+        self.paths.state(path)
+    }
+
+    /// Return the paths new data may use now.
+    pub fn usable(&self) -> PathSet {
+        self.paths.usable()
+    }
+
+    /// Return what is known of a path.
+    pub fn estimate(&self, path: PathId) -> PathEstimate {
+        self.paths.estimate(path)
+    }
+
+    /// Return whether a path has been down long enough that a fresh
+    /// WireGuard handshake is worth trying (the peer may have restarted and
+    /// lost its session).
+    pub fn wants_handshake(&self, now: Instant, path: PathId) -> bool {
+        self.paths.wants_handshake(now, path)
+    }
+
+    /// Return the counters of a path.
+    pub fn path_stats(&self, path: PathId) -> PathStats {
+        self.path_stats
+            .get(path.index())
+            .copied()
+            .unwrap_or_default()
+    }
+
+    /// Return the endpoint's own counters.
+    pub fn stats(&self) -> EndpointStats {
+        self.stats
+    }
+
+    /// Return the reorder buffer's counters.
+    pub fn reorder_stats(&self) -> ReorderStats {
+        self.reorder.stats()
+    }
+
+    /// Return how long a gap is waited for now.
+    pub fn hold(&self) -> Duration {
+        self.reorder.hold()
+    }
+
+    /// Return how long a lost packet's repair is waited for, if repairs are
+    /// asked for.
+    pub fn repair_wait(&self) -> Option<Duration> {
+        self.reorder.repair_wait()
+    }
+
+    /// Return how long packets waited in the reorder buffer.
+    pub fn waits(&self) -> &HoldHistogram {
+        self.reorder.waits()
+    }
+
+    /// Return how many packets wait in the reorder buffer.
+    pub fn held(&self) -> usize {
+        self.reorder.held_len()
+    }
+
+    // Inside.
+
+    /// Read the trailer of a plaintext opened on `path` and check the
+    /// message belongs to the peer's run being followed; return it with the
+    /// trailer cut off, or hand it back refused (counted).
+    fn open(
+        &mut self,
+        now: Instant,
+        path: PathId,
+        mut buf: PacketBuf,
+    ) -> Result<(Kind, Trailer, PacketBuf), PacketBuf> {
+        let refused = &mut self.path_stats[path.index()].refused;
+        let (trailer, body_len) = match Trailer::decode_suffix(buf.packet()) {
+            Ok(t) => t,
+            Err(_) => {
+                refused.bad_trailer += 1;
+                return Err(buf);
+            }
+        };
+        // The body is exactly one IP packet (WireGuard hands back no more
+        // than its header says): anything between it and the trailer is not
+        // ours.
+        if ip::packet_len(&buf.packet()[..body_len]) != Some(body_len) {
+            refused.length_mismatch += 1;
+            return Err(buf);
+        }
+        match self.admit(now, trailer.epoch) {
+            Admission::Followed => {}
+            Admission::New => self.paths.forget_peer(),
+            Admission::Foreign => {
+                self.path_stats[path.index()].refused.foreign_epoch += 1;
+                return Err(buf);
+            }
+        }
+        buf.truncate(body_len);
+        Ok((trailer.kind, trailer, buf))
+    }
+
+    /// Decide whether a message of `epoch` belongs to the peer's run being
+    /// followed, and follow a new run once the old one has gone quiet.
+    fn admit(&mut self, now: Instant, epoch: u32) -> Admission {
+        let admission = match self.peer {
+            Some(run) if run.epoch == epoch => Admission::Followed,
+            Some(run) if now.saturating_duration_since(run.heard) < self.epoch_quiet => {
+                return Admission::Foreign;
+            }
+            Some(_) => {
+                self.stats.epoch_changes += 1;
+                Admission::New
+            }
+            None => Admission::New,
+        };
+        let data_started = matches!(admission, Admission::Followed)
+            && self.peer.is_some_and(|run| run.data_started);
+        self.peer = Some(PeerRun {
+            epoch,
+            heard: now,
+            data_started,
+        });
+        admission
+    }
+
+    fn handle_data(&mut self, now: Instant, path: PathId, trailer: &Trailer, buf: PacketBuf) {
+        let len = buf.len();
+        let stats = &mut self.path_stats[path.index()];
+        stats.rx_packets += 1;
+        stats.rx_bytes += len as u64;
+        let skipped = self.paths.handle_data(now, path, trailer.path_seq, len);
+        if let Some(run) = self.peer.as_mut().filter(|run| !run.data_started) {
+            run.data_started = true;
+            // A new run numbers from 0, and its first packets may arrive in
+            // any order over the paths: wait for the earlier ones too. A run
+            // joined late (we restarted, the peer did not) starts at the
+            // first packet heard.
+            let start = if trailer.seq.0 < NEW_RUN_FIRST_PACKETS {
+                Seq(0)
+            } else {
+                trailer.seq
+            };
+            self.reorder.restart(now, start);
+        }
+        let arrival = Arrival {
+            path,
+            seq: trailer.seq,
+            paths_in_use: trailer.paths_in_use,
+            dropped_at_queue: if trailer.congested { skipped } else { 0 },
+        };
+        if let Err((_, buf)) = self.reorder.handle_packet(now, &arrival, buf) {
+            self.pool.put(buf);
+        }
+    }
+
+    /// Take a probe; return whether it was one.
+    fn handle_probe(&mut self, now: Instant, path: PathId, buf: &PacketBuf) -> bool {
+        let stats = &mut self.path_stats[path.index()];
+        match Probe::decode(buf.packet()) {
+            Ok(probe) => {
+                stats.rx_probes += 1;
+                self.paths.handle_probe(now, path, &probe);
+                true
+            }
+            Err(_) => {
+                stats.refused.bad_probe += 1;
+                false
+            }
+        }
+    }
+
+    /// Resend the data packets a NACK from the peer asks for, each on the
+    /// path where it arrives soonest, other than the one that lost it.
+    fn handle_nack(&mut self, now: Instant, path: PathId, buf: &PacketBuf) {
+        let nack = match Nack::decode(buf.packet()) {
+            Ok(nack) => nack,
+            Err(_) => {
+                self.path_stats[path.index()].refused.bad_nack += 1;
+                return;
+            }
+        };
+        self.path_stats[path.index()].rx_nacks += 1;
+        if nack.epoch != self.epoch {
+            self.stats.nacks_for_old_run += 1;
+            return;
+        }
+        for seq in nack.seqs() {
+            let mut copy = self.pool.take(0);
+            let Some(lost_on) = self.sent.take_for_resend(seq).map(|(lost_on, packet)| {
+                copy.extend_from_slice(packet);
+                lost_on
+            }) else {
+                self.pool.put(copy);
+                continue;
+            };
+            let len = copy.len();
+            let candidates = self.paths.usable_for_repair(lost_on);
+            let Some(path) = self
+                .scheduler
+                .pick(self.paths.as_mut_slice(), now, len, candidates)
+            else {
+                self.pool.put(copy);
+                continue;
+            };
+            let trailer = self.paths.charge(now, path, seq, len, self.epoch, true);
+            self.path_stats[path.index()].resent += 1;
+            self.queue_data(path, &trailer, copy);
+        }
+    }
+
+    /// Queue a data packet with its trailer for `path`.
+    fn queue_data(&mut self, path: PathId, trailer: &Trailer, mut buf: PacketBuf) {
+        let stats = &mut self.path_stats[path.index()];
+        stats.tx_packets += 1;
+        stats.tx_bytes += buf.len() as u64;
+        append_trailer(&mut buf, trailer);
+        self.outgoing[path.index()].push_back(buf);
+    }
+
+    /// Ask the peer for the packets the reorder buffer found lost, on the
+    /// paths picked for NACKs.
+    fn send_nacks(&mut self) {
+        let lost = self.reorder.poll_nacks();
+        let Some(run) = self.peer.filter(|_| !lost.is_empty()) else {
+            return;
+        };
+        let paths = self.paths.nack_paths();
+        let trailer = Trailer::control(Kind::Nack, self.epoch, self.paths.usable());
+        for chunk in lost.chunks(NACK_MAX) {
+            for path in paths.iter() {
+                let mut buf = self.pool.take(0);
+                buf.fill(0, NACK_MAX_LEN, |b| Nack::encode(run.epoch, chunk, b));
+                append_trailer(&mut buf, &trailer);
+                self.path_stats[path.index()].tx_nacks += 1;
+                self.outgoing[path.index()].push_back(buf);
+            }
+        }
+    }
+
+    /// Tell the reorder buffer what the paths' delays call for.
+    fn update_hints(&mut self, now: Instant) {
+        self.reorder.set_hold_hint(self.paths.hold_hint(now));
+        self.reorder.set_repair_hint(self.paths.repair_hint());
+    }
+}
+
+fn append_trailer(buf: &mut PacketBuf, trailer: &Trailer) {
+    let mut bytes = [0; TRAILER_LEN];
+    trailer.encode(&mut bytes);
+    buf.extend_from_slice(&bytes);
+}
+
+#[cfg(test)]
+mod tests;

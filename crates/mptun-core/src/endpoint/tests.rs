@@ -1,0 +1,740 @@
+//! Two endpoints exchanging their encoded plaintexts over paths of fixed
+//! one-way delays, in virtual time.
+
+use super::*;
+use crate::path::PathChange;
+use crate::paths::LOSS_CLEAN;
+use crate::wire::nack::Nack;
+
+const MS: Duration = Duration::from_millis(1);
+const EPOCH_A: u32 = 1;
+const EPOCH_B: u32 = 2;
+
+/// An IPv4 packet of `len` bytes (at least a header's 20).
+fn ip_packet(len: usize) -> PacketBuf {
+    let len = len.max(20);
+    let mut bytes = vec![0u8; len];
+    bytes[0] = 0x45;
+    bytes[2..4].copy_from_slice(&(len as u16).to_be_bytes());
+    bytes[12..16].copy_from_slice(&[10, 0, 0, 1]);
+    bytes[16..20].copy_from_slice(&[10, 0, 0, 2]);
+    PacketBuf::copy_of(&bytes)
+}
+
+/// A plaintext as a path's session would open it: `body` and a trailer.
+fn plaintext(body: &PacketBuf, trailer: &Trailer) -> PacketBuf {
+    let mut buf = body.clone();
+    append_trailer(&mut buf, trailer);
+    buf
+}
+
+fn data_trailer(seq: u32, path_seq: u32, epoch: u32) -> Trailer {
+    Trailer {
+        seq: Seq(seq),
+        path_seq: Seq(path_seq),
+        epoch,
+        paths_in_use: PathSet(0b11),
+        kind: Kind::Data,
+        congested: false,
+    }
+}
+
+fn trailer_of(buf: &PacketBuf) -> Trailer {
+    Trailer::decode_suffix(buf.packet()).expect("a trailer").0
+}
+
+struct Pair {
+    t0: Instant,
+    a: Endpoint,
+    b: Endpoint,
+    /// One-way delay per path; `None` cuts the path.
+    delays: Vec<Option<Duration>>,
+    /// Per path: only the direction from A to B is cut.
+    cut_to_b: Vec<bool>,
+    /// Whether data crosses the paths; otherwise it only makes them busy.
+    carry_data: bool,
+    /// Data packets from A lost on the way.
+    lose: fn(&Trailer) -> bool,
+    /// In flight: arrival time, to B?, path, plaintext.
+    wire: Vec<(Instant, bool, PathId, PacketBuf)>,
+    /// The trailers of the data A sent, in order.
+    sent: Vec<(PathId, Trailer)>,
+    /// What B delivered, by the first byte after the IPv4 header.
+    delivered: Vec<PacketBuf>,
+}
+
+impl Pair {
+    fn new(delays_ms: &[u64]) -> Pair {
+        let t0 = crate::tests::t0();
+        let n = delays_ms.len();
+        let mut a = Endpoint::new(t0, EndpointConfig::new(EPOCH_A, n));
+        let mut b = Endpoint::new(t0 + 3 * MS, EndpointConfig::new(EPOCH_B, n));
+        for i in 0..n {
+            a.set_session(t0, PathId(i as u8), true);
+            b.set_session(t0, PathId(i as u8), true);
+        }
+        Pair {
+            t0,
+            a,
+            b,
+            delays: delays_ms
+                .iter()
+                .map(|&d| Some(Duration::from_millis(d)))
+                .collect(),
+            cut_to_b: vec![false; n],
+            carry_data: false,
+            lose: |_| false,
+            wire: Vec::new(),
+            sent: Vec::new(),
+            delivered: Vec::new(),
+        }
+    }
+
+    fn at(&self, ms: u64) -> Instant {
+        self.t0 + Duration::from_millis(ms)
+    }
+
+    /// Put what one side has to send on the wire.
+    fn flush(&mut self, to_b: bool, now: Instant) {
+        let mut out = Vec::new();
+        loop {
+            let side = if to_b { &mut self.a } else { &mut self.b };
+            let Some(path) = side.poll_transmit(&mut out) else {
+                break;
+            };
+            for buf in out.drain(..) {
+                let trailer = trailer_of(&buf);
+                if trailer.kind == Kind::Data {
+                    if to_b {
+                        self.sent.push((path, trailer));
+                    }
+                    if !self.carry_data || (to_b && (self.lose)(&trailer)) {
+                        continue;
+                    }
+                }
+                let cut = to_b && self.cut_to_b[path.index()];
+                if let (Some(d), false) = (self.delays[path.index()], cut) {
+                    self.wire.push((now + d, to_b, path, buf));
+                }
+            }
+        }
+    }
+
+    /// Run both sides' timers, 1 ms steps, and carry what they send.
+    fn run(&mut self, from_ms: u64, until_ms: u64) {
+        for ms in from_ms..until_ms {
+            let now = self.at(ms);
+            self.a.handle_timeout(now);
+            self.flush(true, now);
+            self.b.handle_timeout(now);
+            self.flush(false, now);
+            self.arrive(now);
+        }
+    }
+
+    fn arrive(&mut self, now: Instant) {
+        let (due, later): (Vec<_>, Vec<_>) = self.wire.drain(..).partition(|w| w.0 <= now);
+        self.wire = later;
+        for (at, to_b, path, buf) in due {
+            let side = if to_b { &mut self.b } else { &mut self.a };
+            side.handle_datagrams(at, path, &mut vec![buf]);
+        }
+        self.b.poll_deliver(&mut self.delivered);
+        self.flush(true, now);
+        self.flush(false, now);
+    }
+
+    /// Send a data packet of `len` bytes from A at `now`; return its path
+    /// and trailer.
+    fn send(&mut self, now: Instant, len: usize) -> Option<(PathId, Trailer)> {
+        let before = self.sent.len();
+        self.a.handle_tun(now, &mut vec![ip_packet(len)]);
+        self.flush(true, now);
+        self.sent[before..].last().copied()
+    }
+
+    /// As [`run`](Self::run), with both sides sending 200 Mbit/s of data.
+    fn run_busy(&mut self, from_ms: u64, until_ms: u64) {
+        for ms in from_ms..until_ms {
+            let now = self.at(ms);
+            for _ in 0..20 {
+                self.send(now, 1250);
+                self.b.handle_tun(now, &mut vec![ip_packet(1250)]);
+            }
+            self.run(ms, ms + 1);
+        }
+    }
+}
+
+#[test]
+fn probes_measure_rtt_and_relative_delay() {
+    let mut pair = Pair::new(&[5, 30]);
+    pair.run(0, 2000);
+    let fast = pair.a.estimate(PathId(0));
+    let slow = pair.a.estimate(PathId(1));
+    assert!((fast.srtt_ms.unwrap() - 10.0).abs() < 1.5, "{fast:?}");
+    assert!((slow.srtt_ms.unwrap() - 60.0).abs() < 1.5, "{slow:?}");
+    assert!(fast.owd_rel_ms.unwrap().abs() < 0.5, "{fast:?}");
+    assert!((slow.owd_rel_ms.unwrap() - 25.0).abs() < 0.5, "{slow:?}");
+    assert!((slow.owd_in_rel_ms.unwrap() - 25.0).abs() < 0.5, "{slow:?}");
+    assert_eq!(pair.a.state(PathId(0)), PathState::Up);
+    assert_eq!(pair.b.state(PathId(1)), PathState::Up);
+    // The receiver waits for a gap about as long as the delay spread.
+    let hold = pair.b.hold();
+    assert!(hold >= 25 * MS && hold <= 30 * MS, "{hold:?}");
+}
+
+#[test]
+fn idle_paths_cost_at_most_ten_probes_a_second() {
+    let mut pair = Pair::new(&[5, 5, 5]);
+    pair.run(0, 10_000);
+    let sent: u64 = (0..3).map(|i| pair.a.path_stats(PathId(i)).tx_probes).sum();
+    assert!(sent <= 3 * 10 * 10 + 3, "{sent} probes in 10 s on 3 paths");
+}
+
+#[test]
+fn a_cut_path_is_down_within_300_ms_and_back_when_restored() {
+    let mut pair = Pair::new(&[5, 30]);
+    pair.run(0, 1000);
+    while pair.a.poll_event().is_some() {}
+    pair.delays[1] = None;
+    let cut = 1000;
+    let mut down_at = None;
+    for ms in cut..cut + 1000 {
+        pair.run(ms, ms + 1);
+        if down_at.is_none() && pair.a.state(PathId(1)) == PathState::Down {
+            down_at = Some(ms - cut);
+        }
+    }
+    let down_after = down_at.expect("never marked down");
+    assert!(down_after <= 300, "down after {down_after} ms");
+    assert_eq!(
+        pair.a.state(PathId(0)),
+        PathState::Up,
+        "the good path stays up"
+    );
+    let event = pair.a.poll_event().expect("a down event");
+    assert_eq!(event.path, PathId(1));
+    assert!(
+        matches!(event.change, PathChange::Down { silent } if silent >= 120 * MS),
+        "{event:?}"
+    );
+    assert!(pair.a.poll_event().is_none(), "logged once");
+
+    pair.delays[1] = Some(30 * MS);
+    pair.run(2000, 2500);
+    assert_eq!(pair.a.state(PathId(1)), PathState::Up);
+}
+
+#[test]
+fn light_load_takes_the_fast_path_and_heavy_load_spills_over() {
+    let mut pair = Pair::new(&[5, 30]);
+    pair.run(0, 1000);
+    let now = pair.at(1000);
+    // A trickle: 10 packets spaced 10 ms apart all go the fast way.
+    for k in 0..10u32 {
+        let (path, _) = pair.send(now + k * 10 * MS, 1400).unwrap();
+        assert_eq!(path, PathId(0));
+    }
+    // A burst of 2000 packets at once: the fast path's queue passes 25 ms
+    // (100 Mbit/s assumed: ~220 packets), then the slow path is earlier.
+    let later = now + 200 * MS;
+    let slow = (0..2000)
+        .filter(|_| pair.send(later, 1400).unwrap().0 == PathId(1))
+        .count();
+    assert!(slow > 500 && slow < 1000, "{slow} of 2000 on the slow path");
+}
+
+#[test]
+fn numbering_is_global_and_per_path() {
+    let mut pair = Pair::new(&[5, 5]);
+    pair.run(0, 500);
+    let now = pair.at(500);
+    let mut per_path = [0u32; 2];
+    for seq in 0..100 {
+        let (path, t) = pair.send(now, 1400).unwrap();
+        assert_eq!(t.seq, Seq(seq));
+        assert_eq!(t.path_seq, Seq(per_path[path.index()]));
+        assert_eq!(t.epoch, EPOCH_A);
+        // The receiver is told which paths may still deliver: the one this
+        // packet takes and those used lately.
+        assert!(t.paths_in_use.contains(path));
+        if per_path.iter().all(|&n| n > 0) {
+            assert_eq!(t.paths_in_use, PathSet(0b11));
+        }
+        per_path[path.index()] += 1;
+    }
+    assert!(per_path[0] > 20 && per_path[1] > 20, "{per_path:?}");
+}
+
+/// A NACK from B asking A for `seqs` of A's run `epoch`.
+fn nack(epoch: u32, seqs: &[Seq]) -> PacketBuf {
+    let mut buf = PacketBuf::new(crate::wire::NACK_MAX_LEN + TRAILER_LEN, 0);
+    buf.fill(0, crate::wire::NACK_MAX_LEN, |b| {
+        Nack::encode(epoch, seqs, b)
+    });
+    append_trailer(
+        &mut buf,
+        &Trailer::control(Kind::Nack, EPOCH_B, PathSet(0b111)),
+    );
+    buf
+}
+
+#[test]
+fn a_repair_keeps_its_number_avoids_a_lossy_path_and_claims_no_path() {
+    // Path 0 is the fastest but losing packets; path 2 is fast and clean.
+    let mut pair = Pair::new(&[3, 30, 5]);
+    pair.run(0, 1000);
+    pair.a.paths.path_mut(PathId(0)).delivery.set_loss(0.05);
+    let now = pair.at(1000);
+    let (lost_on, first) = pair.send(now, 1400).unwrap();
+    assert_eq!(lost_on, PathId(0));
+    pair.a
+        .handle_datagrams(now, PathId(1), &mut vec![nack(EPOCH_A, &[Seq(0)])]);
+    pair.flush(true, now);
+    let &(path, resent) = pair.sent.last().unwrap();
+    assert_eq!(path, PathId(2), "repair on the lossy or the slow path");
+    assert_eq!(resent.seq, Seq(0));
+    assert_eq!(resent.path_seq, Seq(0), "path 2's first packet");
+    assert_eq!(resent.kind, Kind::Data);
+    assert_eq!(pair.a.path_stats(PathId(2)).resent, 1);
+    // Asked again, it is not resent twice.
+    pair.a
+        .handle_datagrams(now, PathId(1), &mut vec![nack(EPOCH_A, &[Seq(0)])]);
+    pair.flush(true, now);
+    assert_eq!(pair.a.path_stats(PathId(2)).resent, 1);
+    // Nor on the path that lost it, while another can take it.
+    assert_eq!(pair.a.paths.usable_for_repair(PathId(2)), PathSet(0b010));
+    // New data is numbered on: the repair took no global number. The
+    // receiver is not told to wait on path 2 for later packets.
+    let (_, next) = pair.send(now, 1400).unwrap();
+    assert_eq!(next.seq, Seq(1));
+    assert!(
+        !next.paths_in_use.contains(PathId(2)),
+        "{:?}",
+        next.paths_in_use
+    );
+    assert_eq!(first.paths_in_use, PathSet(0b001));
+    // NACKs go on the two paths with the shortest round trip.
+    assert_eq!(pair.b.paths.nack_paths(), PathSet(0b101));
+    let hint = pair.b.paths.repair_hint().unwrap();
+    // About a round trip of the fastest path (6 ms), with margins.
+    assert!(hint >= 7 * MS && hint <= 18 * MS, "{hint:?}");
+}
+
+#[test]
+fn a_nack_for_a_run_before_a_restart_resends_nothing() {
+    let mut pair = Pair::new(&[5, 5]);
+    pair.run(0, 500);
+    let now = pair.at(500);
+    pair.send(now, 1400).unwrap();
+    pair.a
+        .handle_datagrams(now, PathId(0), &mut vec![nack(EPOCH_A + 1, &[Seq(0)])]);
+    pair.flush(true, now);
+    assert_eq!(pair.a.stats().nacks_for_old_run, 1);
+    assert_eq!(pair.sent.len(), 1, "resent for another run");
+}
+
+#[test]
+fn lost_data_is_asked_for_resent_and_delivered_in_order() {
+    let mut pair = Pair::new(&[5, 8]);
+    pair.carry_data = true;
+    pair.run(0, 1000);
+    // The first copy of 10 is lost, wherever it goes; its repair is not.
+    let mut lost_once = false;
+    for ms in 1000..1100 {
+        let now = pair.at(ms);
+        for _ in 0..5 {
+            let before = pair.sent.len();
+            pair.a.handle_tun(now, &mut vec![ip_packet(1000)]);
+            pair.flush(true, now);
+            if !lost_once && pair.sent[before..].iter().any(|(_, t)| t.seq == Seq(10)) {
+                // Take it back off the wire.
+                let n = pair.wire.len();
+                pair.wire
+                    .retain(|w| !(w.1 && trailer_of(&w.3).seq == Seq(10)));
+                assert_eq!(pair.wire.len(), n - 1);
+                lost_once = true;
+            }
+        }
+        pair.run(ms, ms + 1);
+    }
+    pair.run(1100, 1200);
+    assert!(lost_once);
+    assert_eq!(pair.delivered.len(), 500, "{:?}", pair.b.reorder_stats());
+    let stats = pair.b.reorder_stats();
+    assert_eq!(
+        (stats.repairs_requested, stats.repaired),
+        (1, 1),
+        "{stats:?}"
+    );
+    let resent: u64 = (0..2).map(|i| pair.a.path_stats(PathId(i)).resent).sum();
+    assert_eq!(resent, 1);
+}
+
+#[test]
+fn a_fresh_path_comes_up_once_without_flapping() {
+    let mut pair = Pair::new(&[1, 1]);
+    let mut events = Vec::new();
+    for ms in 0..1000 {
+        pair.run(ms, ms + 1);
+        while let Some(e) = pair.a.poll_event() {
+            events.push((ms, e.path.0, e.change));
+        }
+    }
+    assert_eq!(
+        events,
+        vec![
+            (events[0].0, 0, PathChange::Up),
+            (events[1].0, 1, PathChange::Up)
+        ],
+        "{events:?}"
+    );
+}
+
+#[test]
+fn probe_clocks_drifting_apart_do_not_flap_a_path() {
+    // The peer's probes run 1% slow: now and then two of ours arrive between
+    // two of its probes, and an echo is 200 ms old. That is no failure.
+    let t0 = crate::tests::t0();
+    let mut a = Endpoint::new(t0, EndpointConfig::new(EPOCH_A, 1));
+    let mut b = Endpoint::new(t0, EndpointConfig::new(EPOCH_B, 1));
+    a.set_session(t0, PathId(0), true);
+    b.set_session(t0, PathId(0), true);
+    let mut wire: Vec<(u64, bool, PacketBuf)> = Vec::new();
+    let mut out = Vec::new();
+    for us in (0..20_000_000u64).step_by(100) {
+        let now_a = t0 + Duration::from_micros(us);
+        let now_b = t0 + Duration::from_micros(us * 100 / 101);
+        a.handle_timeout(now_a);
+        while a.poll_transmit(&mut out).is_some() {
+            wire.extend(out.drain(..).map(|p| (us + 5_000, true, p)));
+        }
+        b.handle_timeout(now_b);
+        while b.poll_transmit(&mut out).is_some() {
+            wire.extend(out.drain(..).map(|p| (us + 5_000, false, p)));
+        }
+        let (due, later): (Vec<_>, Vec<_>) = wire.drain(..).partition(|w| w.0 <= us);
+        wire = later;
+        for (_, to_b, probe) in due {
+            if to_b {
+                b.handle_datagrams(now_b, PathId(0), &mut vec![probe]);
+            } else {
+                a.handle_datagrams(now_a, PathId(0), &mut vec![probe]);
+            }
+        }
+    }
+    let mut events = Vec::new();
+    while let Some(e) = a.poll_event() {
+        events.push(e.change);
+    }
+    assert_eq!(events, vec![PathChange::Up], "flapped: {events:?}");
+}
+
+#[test]
+fn the_queue_model_follows_echoes_down_as_well_as_up() {
+    // One path, its rate unmeasured (100 Mbit/s assumed), fed at that rate
+    // after a 40 ms burst: only the echoes can tell how much of the burst
+    // is really still queued.
+    let mut pair = Pair::new(&[5]);
+    pair.run(0, 1000);
+    let t = pair.at(1000);
+    for _ in 0..400 {
+        pair.send(t, 1250);
+    }
+    let model_ms = |pair: &Pair| pair.a.estimate(PathId(0)).model_queue_ms;
+    assert!((model_ms(&pair) - 40.0).abs() < 1.0, "{}", model_ms(&pair));
+    let feed = |pair: &mut Pair, from_ms: u64, until_ms: u64| {
+        for ms in from_ms..until_ms {
+            for _ in 0..10 {
+                pair.send(pair.at(ms), 1250);
+            }
+            pair.run(ms, ms + 1);
+        }
+    };
+    // The probes meet no queue: the path drained faster than assumed.
+    feed(&mut pair, 1000, 1300);
+    assert!(model_ms(&pair) < 5.0, "model {} ms", model_ms(&pair));
+    // Now they meet 20 ms of queue.
+    pair.delays[0] = Some(25 * MS);
+    feed(&mut pair, 1300, 1600);
+    assert!(
+        (model_ms(&pair) - 20.0).abs() < 5.0,
+        "model {} ms",
+        model_ms(&pair)
+    );
+}
+
+#[test]
+fn a_trickle_through_a_queue_does_not_pass_for_the_path_capacity() {
+    // Path 1 shows 3 ms of queue while carrying a trickle (one small packet
+    // per 50 ms): that says nothing of its capacity, and must not keep it
+    // from carrying its share when load comes.
+    let mut pair = Pair::new(&[5, 5]);
+    pair.run(0, 1000);
+    pair.delays[1] = Some(8 * MS);
+    for (k, ms) in (1000..1500u64).step_by(50).enumerate() {
+        let data = plaintext(&ip_packet(200), &data_trailer(k as u32, k as u32, EPOCH_A));
+        pair.b
+            .handle_datagrams(pair.at(ms), PathId(1), &mut vec![data]);
+        pair.run(ms, ms + 50);
+    }
+    let now = pair.at(1500);
+    let on_path_1 = (0..200)
+        .filter(|_| pair.send(now, 1250).unwrap().0 == PathId(1))
+        .count();
+    assert!(on_path_1 >= 60, "{on_path_1} of 200 on path 1");
+}
+
+#[test]
+fn a_capacity_read_too_low_is_forgotten_when_probes_meet_no_queue() {
+    // Path 1's capacity was read at 8 Mbit/s (a trickle taken for a
+    // queue); it really drains whatever it is given, as its probes show.
+    let mut pair = Pair::new(&[5, 5]);
+    pair.run(0, 1000);
+    let at = pair.at(1000);
+    pair.a
+        .paths
+        .path_mut(PathId(1))
+        .delivery
+        .sample_capacity(at, 1e6);
+    let mut on_path_1 = 0;
+    for ms in 1000..1500u64 {
+        // 200 Mbit/s: more than path 0 is assumed to carry.
+        for _ in 0..20 {
+            let (path, _) = pair.send(pair.at(ms), 1250).unwrap();
+            if ms >= 1300 && path == PathId(1) {
+                on_path_1 += 1;
+            }
+        }
+        pair.run(ms, ms + 1);
+    }
+    assert!(on_path_1 >= 1200, "{on_path_1} of 4000 on path 1");
+}
+
+#[test]
+fn packets_sent_into_a_standing_queue_say_so() {
+    // The receiver leaves a loss just before such a packet to the inner
+    // flow; before the queue shows, and once it is gone, losses are repaired.
+    let mut pair = Pair::new(&[5]);
+    pair.run(0, 1000);
+    let congested = |pair: &mut Pair, ms: u64| pair.send(pair.at(ms), 1250).unwrap().1.congested;
+    assert!(!congested(&mut pair, 1000));
+    pair.delays[0] = Some(20 * MS); // 15 ms of queue
+    pair.run(1000, 1200);
+    assert!(congested(&mut pair, 1200));
+    pair.delays[0] = Some(7 * MS);
+    pair.run(1200, 1400);
+    assert!(!congested(&mut pair, 1400));
+}
+
+#[test]
+fn traffic_leaves_a_silent_busy_path_long_before_it_is_down() {
+    // Both sides send on both paths (data one way, its ACKs the other), so
+    // both probe every 10 ms. A light flow may sit entirely on one path;
+    // when that path dies, waiting the full down time (over 100 ms) would
+    // stall the flow into a retransmission timeout.
+    let mut pair = Pair::new(&[5, 5]);
+    pair.run_busy(0, 1000);
+    assert_eq!(pair.a.usable(), PathSet(0b11));
+    pair.delays[0] = None;
+    let mut left_at = None;
+    for ms in 1000..1300 {
+        pair.run_busy(ms, ms + 1);
+        if left_at.is_none() && pair.a.usable() == PathSet(0b10) {
+            left_at = Some(ms - 1000);
+            assert_eq!(pair.a.state(PathId(0)), PathState::Up, "not down yet");
+            assert!(pair.a.estimate(PathId(0)).echo_late);
+            assert_eq!(pair.a.paths.nack_paths(), PathSet(0b10));
+        }
+    }
+    assert_eq!(pair.a.state(PathId(0)), PathState::Down);
+    assert!(!pair.a.estimate(PathId(0)).echo_late, "down, not late");
+    let left_after = left_at.expect("path 0 kept in use");
+    assert!(left_after <= 60, "left after {left_after} ms");
+    assert_eq!(pair.a.estimate(PathId(0)).late_echoes, 1);
+    // Back at the first echo once the path works again.
+    pair.delays[0] = Some(5 * MS);
+    pair.run_busy(1300, 1500);
+    assert_eq!(pair.a.usable(), PathSet(0b11));
+    assert_eq!(pair.a.estimate(PathId(0)).late_echoes, 1, "no flapping");
+}
+
+#[test]
+fn when_every_path_is_late_data_and_nacks_still_go_out() {
+    // Both paths stall at once (say, the uplink they share): none is down
+    // yet, and one that is late beats none at all.
+    let mut pair = Pair::new(&[5, 5]);
+    pair.run_busy(0, 1000);
+    pair.delays = vec![None, None];
+    pair.run(1000, 1080);
+    assert!(pair.a.estimate(PathId(0)).echo_late && pair.a.estimate(PathId(1)).echo_late);
+    assert_eq!(pair.a.state(PathId(0)), PathState::Up);
+    assert_eq!(pair.a.usable(), PathSet(0b11));
+    assert_eq!(pair.a.paths.nack_paths(), PathSet(0b11));
+    assert!(pair.send(pair.at(1080), 1250).is_some());
+}
+
+#[test]
+fn a_path_that_only_brings_data_is_probed_fast() {
+    // B sends nothing on the path, but its probes carry the echoes and
+    // receive counts A's scheduler corrects its queue model by: at the idle
+    // rate, A's model of the path would drift for 100 ms at a time.
+    let mut pair = Pair::new(&[5]);
+    pair.run(0, 1000);
+    let probes = |pair: &Pair| pair.b.path_stats(PathId(0)).tx_probes;
+    let before = probes(&pair);
+    for ms in 1000..1500u64 {
+        let k = ms as u32 - 1000;
+        let data = plaintext(&ip_packet(1250), &data_trailer(k, k, EPOCH_A));
+        pair.b
+            .handle_datagrams(pair.at(ms), PathId(0), &mut vec![data]);
+        pair.run(ms, ms + 1);
+    }
+    let busy = probes(&pair) - before;
+    assert!((45..=55).contains(&busy), "{busy} probes in 500 ms");
+    pair.run(1500, 2500);
+    // Fast for the first 100 ms, then ten a second.
+    let idle = probes(&pair) - before - busy;
+    assert!(idle <= 20, "{idle} probes in the idle second after");
+}
+
+#[test]
+fn a_path_back_from_down_is_up_only_when_our_direction_works_too() {
+    let mut pair = Pair::new(&[5, 5]);
+    pair.run_busy(0, 1000);
+    pair.delays[1] = None;
+    pair.run_busy(1000, 1500);
+    assert_eq!(pair.a.state(PathId(1)), PathState::Down);
+    // B's direction comes back first: its probes echo the last probe of
+    // ours it had before the cut, which says nothing of ours now.
+    pair.delays[1] = Some(5 * MS);
+    pair.cut_to_b[1] = true;
+    for ms in 1500..2000 {
+        pair.run_busy(ms, ms + 1);
+        assert_eq!(pair.a.usable(), PathSet(0b01), "at {ms} ms");
+    }
+    pair.cut_to_b[1] = false;
+    pair.run_busy(2000, 2300);
+    assert_eq!(pair.a.state(PathId(1)), PathState::Up);
+}
+
+#[test]
+fn drops_at_a_standing_queue_are_not_the_path_s_loss_after_the_queue_is_gone() {
+    // The inner flow fills path 0's queue for 100 ms, which drops one
+    // packet in ten there, then backs off for 100 ms; and again. Judged
+    // when the queue has gone, those drops would pass for a lossy path
+    // and set it aside.
+    let mut pair = Pair::new(&[5]);
+    pair.run(0, 1000);
+    pair.carry_data = true;
+    pair.lose = |t| t.congested && t.path_seq.0 % 10 == 0;
+    for ms in 1000..3000u64 {
+        let queued = (ms / 100) % 2 == 0;
+        pair.delays[0] = Some(if queued { 20 * MS } else { 5 * MS });
+        for _ in 0..10 {
+            pair.send(pair.at(ms), 1250).unwrap();
+        }
+        pair.run(ms, ms + 1);
+    }
+    let flagged = pair.sent.iter().any(|(_, t)| t.congested);
+    assert!(flagged, "no packet met the queue");
+    let loss = pair.a.estimate(PathId(0)).loss;
+    assert!(loss < LOSS_CLEAN, "loss {loss}");
+}
+
+#[test]
+fn a_restarted_peer_is_followed_once_its_old_run_goes_quiet() {
+    let t0 = crate::tests::t0();
+    let mut config = EndpointConfig::new(EPOCH_B, 2);
+    config.epoch_quiet = 100 * MS;
+    let mut b = Endpoint::new(t0, config);
+    let feed = |b: &mut Endpoint, ms: u64, path: u8, seq: u32, epoch: u32| {
+        let data = plaintext(
+            &ip_packet(40 + seq as usize % 100),
+            &data_trailer(seq, seq, epoch),
+        );
+        b.handle_datagrams(
+            t0 + Duration::from_millis(ms),
+            PathId(path),
+            &mut vec![data],
+        );
+        let mut out = Vec::new();
+        b.poll_deliver(&mut out);
+        out.iter().map(PacketBuf::len).collect::<Vec<_>>()
+    };
+    let len = |seq: usize| 40 + seq % 100;
+    for seq in 5000..5003 {
+        assert_eq!(feed(&mut b, 0, 0, seq, 7), vec![len(seq as usize)]);
+    }
+    // 5003 was on path 1 and lost in the crash.
+    assert_eq!(feed(&mut b, 1, 0, 5004, 7), Vec::<usize>::new());
+    // The restarted peer counts from zero under a new epoch. Too soon after
+    // the old one was heard: could be a straggler, refused.
+    assert!(feed(&mut b, 50, 0, 0, 8).is_empty());
+    assert_eq!(b.path_stats(PathId(0)).refused.foreign_epoch, 1);
+    // Once the old one has been quiet long enough, the new one is followed,
+    // and what the old one left behind is delivered first. The new run's
+    // first packet, 0, was refused: it is given up once both paths have
+    // delivered past it.
+    assert_eq!(feed(&mut b, 101, 0, 1, 8), vec![len(5004)]);
+    assert_eq!(feed(&mut b, 102, 1, 2, 8), vec![len(1), len(2)]);
+    assert_eq!(b.peer_epoch(), Some(8));
+    assert_eq!(b.stats().epoch_changes, 1);
+    assert_eq!(b.reorder_stats().skipped_restart, 1);
+    // A straggler from the dead run is now the foreign one.
+    assert!(feed(&mut b, 103, 1, 5005, 7).is_empty());
+    assert_eq!(b.path_stats(PathId(1)).refused.foreign_epoch, 1);
+}
+
+#[test]
+fn what_is_not_for_the_tunnel_is_refused_and_counted() {
+    let t0 = crate::tests::t0();
+    let mut a = Endpoint::new(t0, EndpointConfig::new(EPOCH_A, 1));
+    // Not IP, and no path yet.
+    a.handle_tun(
+        t0,
+        &mut vec![PacketBuf::copy_of(&[0x15; 60]), ip_packet(100)],
+    );
+    assert_eq!(
+        (a.stats().dropped_not_ip, a.stats().dropped_no_path),
+        (1, 1)
+    );
+
+    let refused = |a: &mut Endpoint, plaintext: PacketBuf| {
+        let before = a.path_stats(PathId(0)).refused;
+        a.handle_datagrams(t0, PathId(0), &mut vec![plaintext]);
+        let after = a.path_stats(PathId(0)).refused;
+        [
+            after.bad_trailer - before.bad_trailer,
+            after.length_mismatch - before.length_mismatch,
+            after.bad_probe - before.bad_probe,
+            after.bad_nack - before.bad_nack,
+        ]
+    };
+    // A plain WireGuard peer: an IP packet, no trailer.
+    assert_eq!(refused(&mut a, ip_packet(100)), [1, 0, 0, 0]);
+    // Bytes between the IP packet and the trailer.
+    let mut padded = ip_packet(100);
+    padded.extend_from_slice(&[0; 3]);
+    assert_eq!(
+        refused(&mut a, plaintext(&padded, &data_trailer(0, 0, EPOCH_B))),
+        [0, 1, 0, 0]
+    );
+    // Probe and NACK kinds whose bodies are not.
+    let probe = Trailer::control(Kind::Probe, EPOCH_B, PathSet(1));
+    assert_eq!(
+        refused(&mut a, plaintext(&ip_packet(72), &probe)),
+        [0, 0, 1, 0]
+    );
+    let nack = Trailer::control(Kind::Nack, EPOCH_B, PathSet(1));
+    assert_eq!(
+        refused(&mut a, plaintext(&ip_packet(28), &nack)),
+        [0, 0, 0, 1]
+    );
+    // Nothing of it reached the TUN device or went out.
+    let mut out = Vec::new();
+    a.poll_deliver(&mut out);
+    assert!(out.is_empty());
+    assert_eq!(a.poll_transmit(&mut out), None);
+}

@@ -1,0 +1,253 @@
+//! What the peer received of our data on a path: the delivery rate, from
+//! which the path's capacity is estimated, and the loss.
+
+use std::time::{Duration, Instant};
+
+use super::estimators::WindowedMax;
+use crate::seq::Seq;
+use crate::wire::Probe;
+
+/// Rate assumed for a path before it has been measured: 100 Mbit/s.
+const INITIAL_RATE: f64 = 12.5e6;
+/// Headroom over the measured delivery rate, so a path's share can grow
+/// when it has capacity to spare (as BBR's probing gain).
+const RATE_GAIN: f64 = 1.25;
+/// How long rate maxima are remembered.
+const RATE_WINDOW: Duration = Duration::from_secs(10);
+/// Queueing delay above which a path's delivery rate is its capacity.
+const QUEUED_US: f64 = 1000.0;
+/// Bytes a delivery-rate sample must cover to count as capacity: a few
+/// packets in an interval say more about the sender than about the path.
+const QUEUED_MIN_BYTES: u64 = 16 * 1024;
+/// Shortest span a delivery-rate or loss sample covers: over shorter ones
+/// the count swings with when the peer happened to read its sockets, and
+/// the windowed maximum of the samples overstates the path.
+const SAMPLE_SPAN_US: u64 = 80_000;
+/// Weight of a loss sample of `n` packets: n / (n + this), so the estimate
+/// follows about the last few thousand packets.
+const LOSS_MEMORY_PACKETS: f64 = 2000.0;
+
+/// What the peer reported receiving on the path, as of one of its probes.
+#[derive(Clone, Copy, Debug)]
+struct ReceiveReport {
+    peer_sent_us: u64,
+    rx_packets: u64,
+    rx_bytes: u64,
+    rx_highest: Seq,
+}
+
+impl ReceiveReport {
+    fn of(probe: &Probe) -> Self {
+        ReceiveReport {
+            peer_sent_us: probe.sent_us,
+            rx_packets: probe.rx_packets,
+            rx_bytes: probe.rx_bytes,
+            rx_highest: probe.rx_highest_path_seq,
+        }
+    }
+}
+
+/// Why a span's loss is not to be judged: it says nothing about the path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LossContext {
+    /// The path had a standing queue, or its queue is not known: drops at a
+    /// full queue are congestion, which the inner flow's own control
+    /// handles.
+    pub congested: bool,
+    /// The path has been up long enough: the first moments of a flow
+    /// overrun paths whose rate is not known yet.
+    pub settled: bool,
+}
+
+/// Delivery rate and loss of our data on one path, from the peer's reports.
+#[derive(Clone, Debug)]
+pub(crate) struct Delivery {
+    /// Delivery rates measured while the path had a queue: its capacity.
+    rate: WindowedMax,
+    /// The highest delivery rate measured without a queue (what was sent);
+    /// raises the estimate when the path carries more than it was credited.
+    rate_unqueued: WindowedMax,
+    last_report: Option<ReceiveReport>,
+    /// Loss of our data, smoothed, as a fraction.
+    loss: f64,
+    /// Packets the loss was judged over.
+    judged_packets: u64,
+    /// Our path sequence number of the last data packet sent into a
+    /// standing queue (flagged congested).
+    last_congested: Option<Seq>,
+    /// Our path sequence number when the path came back from down: packets
+    /// before it were lost to the outage, not to the path.
+    resumed_at: Option<Seq>,
+}
+
+impl Default for Delivery {
+    fn default() -> Self {
+        Delivery {
+            rate: WindowedMax::new(RATE_WINDOW),
+            rate_unqueued: WindowedMax::new(RATE_WINDOW),
+            last_report: None,
+            loss: 0.0,
+            judged_packets: 0,
+            last_congested: None,
+            resumed_at: None,
+        }
+    }
+}
+
+impl Delivery {
+    /// Return the path's estimated capacity, bytes per second. A delivery
+    /// rate says what the path carried, which is its capacity only when a
+    /// queue stood at the bottleneck; otherwise it is a lower bound.
+    pub fn capacity(&self) -> f64 {
+        let unqueued = self.rate_unqueued.get().unwrap_or(0.0);
+        self.rate.get().unwrap_or(INITIAL_RATE).max(unqueued)
+    }
+
+    /// Return whether any delivery rate was measured.
+    pub fn measured(&self) -> bool {
+        self.rate.get().is_some() || self.rate_unqueued.get().is_some()
+    }
+
+    /// Bytes per microsecond the scheduler assumes the path drains: its
+    /// capacity where that was measured, else a little more than it has
+    /// carried so far, so that its share can grow until a queue shows;
+    /// before any measurement, the initial guess as it is.
+    pub fn rate_bytes_per_us(&self) -> f64 {
+        let gain = if self.rate.get().is_none() && self.rate_unqueued.get().is_some() {
+            RATE_GAIN
+        } else {
+            1.0
+        };
+        self.capacity() * gain / 1e6
+    }
+
+    /// Forget the capacity measured under a queue: it was read too low (a
+    /// probe met next to no queue where the model had one).
+    pub fn forget_capacity(&mut self) {
+        self.rate.reset();
+    }
+
+    /// Return the loss of our data, smoothed, as a fraction.
+    pub fn loss(&self) -> f64 {
+        self.loss
+    }
+
+    /// Return how many packets the loss was judged over.
+    pub fn judged_packets(&self) -> u64 {
+        self.judged_packets
+    }
+
+    /// Note that the packet numbered `path_seq` on the path was sent into a
+    /// standing queue.
+    pub fn sent_congested(&mut self, path_seq: Seq) {
+        self.last_congested = Some(path_seq);
+    }
+
+    /// Note that sending on the path resumes at `path_seq` after an outage.
+    pub fn resume_at(&mut self, path_seq: Seq) {
+        self.resumed_at = Some(path_seq);
+    }
+
+    /// Forget the loss (a path back from down, or given another chance),
+    /// and with `outage`, the last report too: what the outage swallowed is
+    /// not the path's loss.
+    pub fn forget_loss(&mut self, outage: bool) {
+        self.loss = 0.0;
+        self.judged_packets = 0;
+        if outage {
+            self.last_report = None;
+        }
+    }
+
+    /// Set the loss, as if measured.
+    #[cfg(test)]
+    pub fn set_loss(&mut self, loss: f64) {
+        self.loss = loss;
+    }
+
+    /// Take a capacity sample, as if measured under a queue.
+    #[cfg(test)]
+    pub fn sample_capacity(&mut self, now: Instant, bytes_per_second: f64) {
+        self.rate.update(now, bytes_per_second);
+    }
+
+    /// Forget the peer's last report: it restarted, and its counters start
+    /// over.
+    pub fn forget_report(&mut self) {
+        self.last_report = None;
+    }
+
+    /// Take the receive report in a probe that arrived at `now`; `queued_us`
+    /// is the path's queueing delay as the echoes measured it.
+    pub fn handle_report(
+        &mut self,
+        now: Instant,
+        probe: &Probe,
+        queued_us: f64,
+        context: LossContext,
+    ) {
+        let mut report = ReceiveReport::of(probe);
+        if let Some(last) = self.last_report {
+            if report.rx_bytes < last.rx_bytes || report.rx_packets < last.rx_packets {
+                // Counters went back: the peer's receive state restarted.
+            } else if report.peer_sent_us.saturating_sub(last.peer_sent_us) < SAMPLE_SPAN_US {
+                // Too short a span; measure from the same start next time.
+                report = last;
+            } else {
+                self.sample_rate(now, &last, &report, queued_us);
+                self.sample_loss(&last, &report, context);
+            }
+        }
+        self.last_report = Some(report);
+    }
+
+    fn sample_rate(
+        &mut self,
+        now: Instant,
+        last: &ReceiveReport,
+        report: &ReceiveReport,
+        queued_us: f64,
+    ) {
+        let span_us = report.peer_sent_us.saturating_sub(last.peer_sent_us);
+        let bytes = report.rx_bytes - last.rx_bytes;
+        // Old samples leave the filters even when no new one comes (a path
+        // the scheduler stopped using sends none).
+        self.rate.expire(now);
+        self.rate_unqueued.expire(now);
+        if bytes > 0 {
+            let rate = bytes as f64 * 1e6 / span_us as f64;
+            if queued_us > QUEUED_US && bytes >= QUEUED_MIN_BYTES {
+                self.rate.update(now, rate);
+            } else {
+                self.rate_unqueued.update(now, rate);
+            }
+        }
+    }
+
+    fn sample_loss(&mut self, last: &ReceiveReport, report: &ReceiveReport, context: LossContext) {
+        // Packets lost while the path was down are the outage's, not the
+        // path's: count only from where sending resumed.
+        let from = match self.resumed_at {
+            Some(resumed) if last.rx_highest.is_before(resumed) => Seq(resumed.0.wrapping_sub(1)),
+            _ => last.rx_highest,
+        };
+        if self
+            .resumed_at
+            .is_some_and(|r| !report.rx_highest.is_before(r))
+        {
+            self.resumed_at = None;
+        }
+        let expected = report.rx_highest.distance_from(from);
+        let got = (report.rx_packets - last.rx_packets) as i64;
+        // A span with a packet sent into a standing queue is not judged: the
+        // queue may be gone by the span's end (the inner flow backed off
+        // after its drops).
+        let sent_into_queue = self.last_congested.is_some_and(|c| from.is_before(c));
+        if expected > 0 && !context.congested && !sent_into_queue && context.settled {
+            let lost = (expected - got).max(0) as f64;
+            let w = expected as f64 / (expected as f64 + LOSS_MEMORY_PACKETS);
+            self.loss = self.loss * (1.0 - w) + (lost / expected as f64) * w;
+            self.judged_packets += expected as u64;
+        }
+    }
+}

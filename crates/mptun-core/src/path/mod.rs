@@ -1,0 +1,431 @@
+//! One path: its identity, and what is known and decided about it.
+//!
+//! A [`Path`] is composed of small parts, each with one job:
+//! [`Liveness`](liveness) (up, down, set aside, echo late),
+//! [`OurProbes`](probing) and [`PeerProbes`](probing) (probes and their
+//! echoes), round-trip and one-way delay [estimators], [`Delivery`](delivery)
+//! (rate and loss of our data as the peer reports it) and the
+//! [`QueueModel`](queue) the scheduler sends against. What needs several
+//! paths at once (which paths data may use, which are clean) is in
+//! [`crate::paths`].
+
+pub mod delivery;
+pub mod estimators;
+pub mod liveness;
+pub mod probing;
+pub mod queue;
+
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use delivery::{Delivery, LossContext};
+use estimators::{DelayTracker, RttEstimator};
+use liveness::Liveness;
+pub use liveness::PathState;
+use probing::{OurProbes, PeerProbes, BASE_DELAY_WINDOW, PROBE_BUSY, PROBE_IDLE};
+use queue::QueueModel;
+
+use crate::seq::Seq;
+use crate::wire::Probe;
+
+/// Most paths one tunnel may have.
+pub const MAX_PATHS: usize = 16;
+
+/// Index of a path in the configuration, from 0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PathId(pub u8);
+
+impl PathId {
+    /// Return the index for slices of per-path state.
+    pub fn index(self) -> usize {
+        usize::from(self.0)
+    }
+}
+
+impl fmt::Display for PathId {
+    /// Show it as the config file names it: `path[0]` is the first
+    /// `[[path]]` table.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "path[{}]", self.0)
+    }
+}
+
+/// A set of paths, as a bit mask (bit `i` is `PathId(i)`); fits the wire.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct PathSet(pub u16);
+
+impl PathSet {
+    /// Return whether `path` is in the set.
+    pub fn contains(self, path: PathId) -> bool {
+        path.index() < MAX_PATHS && self.0 & (1 << path.0) != 0
+    }
+
+    /// Add `path` to the set.
+    pub fn insert(&mut self, path: PathId) {
+        if path.index() < MAX_PATHS {
+            self.0 |= 1 << path.0;
+        }
+    }
+
+    /// Return the paths in the set, in order.
+    pub fn iter(self) -> impl Iterator<Item = PathId> {
+        (0..MAX_PATHS as u8)
+            .map(PathId)
+            .filter(move |&p| self.contains(p))
+    }
+}
+
+/// Shortest silence (no new echo) after which a path is down.
+pub const DOWN_AFTER_MIN: Duration = Duration::from_millis(120);
+/// Longest: a dead path is down within this, whatever its RTT.
+pub const DOWN_AFTER_MAX: Duration = Duration::from_millis(290);
+/// A path that has carried data this recently is busy.
+const BUSY_WINDOW: Duration = Duration::from_millis(100);
+/// Margin over the expected round trip before a probe's echo is overdue.
+const ECHO_OVERDUE_MARGIN: Duration = Duration::from_millis(10);
+/// Queueing delay above which losses are put down to congestion: not
+/// counted against the path, and left to the inner flow (its signal to
+/// slow down) rather than repaired.
+pub(crate) const CONGESTED_US: f64 = 10_000.0;
+/// Modelled queue above which a probe that meets under a quarter of it says
+/// the path's capacity is underestimated. Not less: behind a token bucket
+/// (tbf), bursts pass with no queue, and a lower bar forgets good capacity
+/// samples.
+const UNDERESTIMATED_QUEUE_US: f64 = 5000.0;
+/// Time a path must have been up before its loss is judged: the first
+/// moments of a flow overrun paths whose rate is not known yet, and those
+/// drops are no verdict on the path.
+const LOSS_SETTLE: Duration = Duration::from_secs(1);
+
+/// A change of a path's state, worth logging once.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PathEvent {
+    /// Which path.
+    pub path: PathId,
+    /// What happened.
+    pub change: PathChange,
+}
+
+/// What happened to a path.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum PathChange {
+    /// Its probes are echoed (again): it carries data.
+    Up,
+    /// Its probes went unanswered this long: it carries nothing.
+    Down {
+        /// Time since the last echo (or since the session came up).
+        silent: Duration,
+    },
+    /// It loses this fraction of our packets while another path is clean:
+    /// set aside, and tried again later.
+    SetAside {
+        /// The loss that set it aside.
+        loss: f64,
+    },
+    /// Its WireGuard session is gone.
+    NoSession,
+}
+
+/// What is known of one path, for status output.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PathEstimate {
+    /// Smoothed RTT, ms.
+    pub srtt_ms: Option<f64>,
+    /// Our one-way delay above the fastest path's, ms (base, no queue).
+    pub owd_rel_ms: Option<f64>,
+    /// Queueing delay measured on our direction, ms.
+    pub queue_ms: f64,
+    /// The scheduler's model of that queue, ms, as of the last packet.
+    pub model_queue_ms: f64,
+    /// Delivery rate (windowed max), Mbit/s.
+    pub rate_mbps: Option<f64>,
+    /// Loss of our data on this path, smoothed, as a fraction.
+    pub loss: f64,
+    /// The peer's one-way delay towards us, above its fastest path's, ms.
+    pub owd_in_rel_ms: Option<f64>,
+    /// Jitter of the peer's one-way delay towards us, ms.
+    pub jitter_in_ms: f64,
+    /// The echo of a probe is overdue: new data avoids the path until one
+    /// comes (it is not down yet).
+    pub echo_late: bool,
+    /// Times the echo was late.
+    pub late_echoes: u64,
+}
+
+/// The timers of one path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PathTimer {
+    /// The next probe is due.
+    Probe,
+    /// A probe's echo is overdue: new data avoids the path.
+    EchoOverdue,
+    /// No echo for too long: the path is down.
+    Down,
+    /// A lossy path's time set aside is up.
+    AsideEnds,
+}
+
+impl PathTimer {
+    pub const ALL: [PathTimer; 4] = [
+        PathTimer::Probe,
+        PathTimer::EchoOverdue,
+        PathTimer::Down,
+        PathTimer::AsideEnds,
+    ];
+}
+
+/// Data packets received on a path, reported back to the peer in our
+/// probes.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Reception {
+    pub packets: u64,
+    pub bytes: u64,
+    /// Highest path sequence number received.
+    pub highest_path_seq: Option<Seq>,
+}
+
+/// Everything known and decided about one path.
+#[derive(Clone, Debug)]
+pub(crate) struct Path {
+    pub liveness: Liveness,
+    pub probes: OurProbes,
+    pub peer_probes: PeerProbes,
+    /// Round trips, from our probes' echoes.
+    pub rtt: RttEstimator,
+    /// Our one-way delay, from the echoes (relative to an unknown clock
+    /// offset, the same on every path).
+    pub owd_out: DelayTracker,
+    pub delivery: Delivery,
+    pub queue: QueueModel,
+    /// Path sequence number of our next packet on the path.
+    pub next_path_seq: Seq,
+    pub last_data_sent: Option<Instant>,
+    pub last_data_received: Option<Instant>,
+    pub reception: Reception,
+}
+
+impl Default for Path {
+    fn default() -> Self {
+        Path {
+            liveness: Liveness::default(),
+            probes: OurProbes::default(),
+            peer_probes: PeerProbes::default(),
+            rtt: RttEstimator::default(),
+            owd_out: DelayTracker::new(BASE_DELAY_WINDOW),
+            delivery: Delivery::default(),
+            queue: QueueModel::default(),
+            next_path_seq: Seq(0),
+            last_data_sent: None,
+            last_data_received: None,
+            reception: Reception::default(),
+        }
+    }
+}
+
+impl Path {
+    pub fn state(&self) -> PathState {
+        self.liveness.state()
+    }
+
+    /// Bytes per µs the scheduler assumes the path drains.
+    pub fn rate(&self) -> f64 {
+        self.delivery.rate_bytes_per_us()
+    }
+
+    /// Queueing delay on our direction, µs: the latest probe's or the
+    /// smoothed one, whichever is more.
+    pub fn queueing_us(&self) -> f64 {
+        self.owd_out.latest_queueing().max(self.owd_out.queueing())
+    }
+
+    /// Return the modelled queue's delay, µs, draining it to `now` first.
+    pub fn model_queue_us(&mut self, now: Instant) -> f64 {
+        let rate = self.rate();
+        self.queue.drain(now, rate);
+        self.queue.delay_us(rate)
+    }
+
+    /// Account for `len` data bytes sent at `now`.
+    pub fn add_to_queue(&mut self, now: Instant, len: usize) {
+        let rate = self.rate();
+        self.queue.add(now, len, rate);
+    }
+
+    /// Whether the path carried our data lately.
+    pub fn busy(&self, now: Instant) -> bool {
+        self.last_data_sent
+            .is_some_and(|t| now.saturating_duration_since(t) < BUSY_WINDOW)
+    }
+
+    /// Whether to probe at the busy rate: data went either way lately. Our
+    /// probes carry the echoes and receive counts the peer's scheduler
+    /// corrects its model of the path by, and a path may carry the peer's
+    /// data while ours (its ACKs) go on another.
+    pub fn probe_fast(&self, now: Instant) -> bool {
+        self.busy(now)
+            || self
+                .last_data_received
+                .is_some_and(|t| now.saturating_duration_since(t) < BUSY_WINDOW)
+    }
+
+    /// Return when `timer` fires, if it is armed.
+    pub fn deadline(&self, timer: PathTimer) -> Option<Instant> {
+        match timer {
+            PathTimer::Probe => self.probes.next_at(),
+            PathTimer::EchoOverdue => self
+                .echo_overdue_at()
+                .filter(|_| !self.liveness.echo_late()),
+            PathTimer::Down => self.down_at().filter(|_| self.state().is_alive()),
+            PathTimer::AsideEnds => self.liveness.aside_until(),
+        }
+    }
+
+    /// When a fresh echo is overdue: a round trip with its variation, plus
+    /// the wait for the peer's next probe (which carries the echo), plus one
+    /// more interval of each side (so that one lost probe or echo is not
+    /// enough: moving a lossy path's traffic away and back reorders it),
+    /// plus a margin, after our oldest unechoed probe left or the last echo
+    /// came, whichever is later (a probe lost in an outage is never echoed,
+    /// and must not make the path late again the moment it is back).
+    /// `None` while the path is not up.
+    fn echo_overdue_at(&self) -> Option<Instant> {
+        if self.state() != PathState::Up {
+            return None;
+        }
+        let oldest = self.probes.oldest_unechoed()?;
+        let theirs = self.peer_probes.interval();
+        let rtt = self.rtt.srtt_us()? + 4.0 * self.rtt.rttvar_us();
+        let wait = self.probes.interval() + 2 * theirs + ECHO_OVERDUE_MARGIN;
+        let since = self
+            .liveness
+            .last_echo()
+            .map_or(oldest.at, |e| e.max(oldest.at));
+        Some(since + wait + Duration::from_micros(rtt as u64))
+    }
+
+    /// How long without a new echo before the path is down. The peer
+    /// echoes our latest probe in its own, on its own schedule, so between
+    /// two fresh echoes pass up to one of our intervals and one of its (when
+    /// its probe leaves just before ours arrives), plus the round trip and
+    /// its variation. We probe faster while `busy`.
+    fn down_after(&self, busy: bool) -> Duration {
+        let ours = if busy { PROBE_BUSY } else { PROBE_IDLE };
+        let theirs = self.peer_probes.interval();
+        let rtt = 2.0 * self.rtt.srtt_us().unwrap_or(0.0) + 4.0 * self.rtt.rttvar_us();
+        (ours + theirs + Duration::from_millis(20) + Duration::from_micros(rtt as u64))
+            .clamp(DOWN_AFTER_MIN, DOWN_AFTER_MAX)
+    }
+
+    /// When the path is down unless a new echo comes: [`down_after`] the
+    /// last one (or the session's start), as a busy path if it is still
+    /// busy then. One answer for both the timer and the check, so the timer
+    /// never fires at a time the check does not act on.
+    ///
+    /// [`down_after`]: Self::down_after
+    pub fn down_at(&self) -> Option<Instant> {
+        let since = self
+            .liveness
+            .last_echo()
+            .or(self.liveness.session_since())?;
+        let as_busy = since + self.down_after(true);
+        let busy_then = self
+            .last_data_sent
+            .is_some_and(|t| t + BUSY_WINDOW > as_busy);
+        Some(if busy_then {
+            as_busy
+        } else {
+            since + self.down_after(false)
+        })
+    }
+
+    /// Set the queue model from what the echo of probe `number` measured.
+    fn resync_queue(&mut self, now: Instant, number: u32) {
+        let rate = self.rate();
+        self.queue.drain(now, rate);
+        let Some(probe) = self.probes.echoed(number) else {
+            return;
+        };
+        let met_us = self.owd_out.latest_queueing();
+        if probe.model_queue_us > UNDERESTIMATED_QUEUE_US && met_us < probe.model_queue_us / 4.0 {
+            // The model had a queue where the probe met next to none: the
+            // path drains faster than its capacity estimate. A low queued
+            // sample (say, a trickle read while the smoothed delay still
+            // showed a queue) would otherwise cap the path at what it was
+            // given, for the whole filter window. Forget such samples and
+            // probe upwards again.
+            self.delivery.forget_capacity();
+        }
+        let rate = self.rate();
+        self.queue
+            .resync(now, rate, met_us, probe.at, probe.sent_before);
+    }
+
+    /// Take the echo and the receive report in a probe from the peer, at
+    /// `now` (`now_us` on our clock). Return whether the echo was fresh,
+    /// and when the echoed probe of ours was sent, if remembered.
+    pub fn handle_probe(
+        &mut self,
+        now: Instant,
+        now_us: u64,
+        probe: &Probe,
+    ) -> Option<(bool, Option<Instant>)> {
+        if !self.peer_probes.handle(now, now_us, probe) {
+            return None;
+        }
+        let echoed_sent_at = self.probes.sent_at(probe.echo_number);
+        // The echo: proof that our direction works, and a round trip.
+        let fresh_echo = self.probes.take_echo(probe.echo_number);
+        if fresh_echo {
+            self.liveness.echoed(now);
+            let waited = probe.sent_us.saturating_sub(probe.echo_arrived_us);
+            let rtt = now_us
+                .saturating_sub(probe.echo_sent_us)
+                .saturating_sub(waited);
+            self.rtt.update(rtt as f64);
+            self.owd_out.update(
+                now,
+                probe.echo_arrived_us as i64 - probe.echo_sent_us as i64,
+            );
+            self.resync_queue(now, probe.echo_number);
+        }
+        // Without a fresh echo the queue is not known: our probe may have
+        // been dropped at a full queue.
+        let context = LossContext {
+            congested: !fresh_echo || self.queueing_us() > CONGESTED_US,
+            settled: self
+                .liveness
+                .session_since()
+                .is_some_and(|t| now.saturating_duration_since(t) >= LOSS_SETTLE),
+        };
+        let queued_us = self.owd_out.queueing();
+        self.delivery.handle_report(now, probe, queued_us, context);
+        Some((fresh_echo, echoed_sent_at))
+    }
+
+    /// Forget what the peer told: it restarted, with a new clock, new probe
+    /// numbers and new counters.
+    pub fn forget_peer(&mut self) {
+        self.peer_probes.reset();
+        self.owd_out.reset();
+        self.delivery.forget_report();
+        self.probes.forget_echoes();
+        self.reception = Reception::default();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn path_set_holds_sixteen_paths() {
+        let mut set = PathSet::default();
+        set.insert(PathId(0));
+        set.insert(PathId(15));
+        set.insert(PathId(16)); // out of range: ignored, not a panic
+        assert!(set.contains(PathId(0)) && set.contains(PathId(15)));
+        assert!(!set.contains(PathId(1)) && !set.contains(PathId(16)));
+        assert_eq!(set.iter().collect::<Vec<_>>(), vec![PathId(0), PathId(15)]);
+        assert_eq!(set.0, 0x8001);
+    }
+}

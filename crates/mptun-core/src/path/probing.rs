@@ -1,0 +1,237 @@
+//! Probing: our probes on a path and their echoes, and the peer's probes,
+//! which we echo.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use super::estimators::DelayTracker;
+use crate::wire::Probe;
+
+/// Probe interval of a path that carries no data.
+pub const PROBE_IDLE: Duration = Duration::from_millis(100);
+/// Probe interval of a path that carries data either way: each echo
+/// corrects the scheduler's model of the path's queue, which drifts in
+/// between.
+pub const PROBE_BUSY: Duration = Duration::from_millis(10);
+
+/// Probes remembered per path for matching echoes: over half a second's
+/// worth while busy.
+const PROBES_REMEMBERED: usize = 64;
+
+/// How long one-way delay minima are remembered: long, because a path kept
+/// busy never shows its empty-queue delay, and a minimum that rose with the
+/// standing queue would make the other paths look closer than they are.
+pub const BASE_DELAY_WINDOW: Duration = Duration::from_secs(120);
+
+/// One of our probes, remembered until it is echoed.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SentProbe {
+    pub number: u32,
+    pub at: Instant,
+    /// Data bytes sent on the path before it.
+    pub sent_before: u64,
+    /// The modelled queue then, µs at the path's rate.
+    pub model_queue_us: f64,
+}
+
+/// Our probes on one path: when the next is due, and those not echoed yet.
+#[derive(Clone, Debug)]
+pub(crate) struct OurProbes {
+    /// Probes sent so far; the last one's number.
+    sent: u32,
+    next_at: Option<Instant>,
+    /// Interval to the next probe, as of the last one sent.
+    interval: Duration,
+    in_flight: VecDeque<SentProbe>,
+    /// The newest of our probes the peer has echoed.
+    last_echoed: u32,
+}
+
+impl Default for OurProbes {
+    fn default() -> Self {
+        OurProbes {
+            sent: 0,
+            next_at: None,
+            interval: PROBE_IDLE,
+            in_flight: VecDeque::with_capacity(PROBES_REMEMBERED),
+            last_echoed: 0,
+        }
+    }
+}
+
+impl OurProbes {
+    /// Return when the next probe is due, if the path is probed.
+    pub fn next_at(&self) -> Option<Instant> {
+        self.next_at
+    }
+
+    /// Return the interval to the next probe.
+    pub fn interval(&self) -> Duration {
+        self.interval
+    }
+
+    /// Probe from `now` on (a session came up).
+    pub fn start(&mut self, now: Instant) {
+        self.next_at = Some(now);
+    }
+
+    /// Stop probing (no session).
+    pub fn stop(&mut self) {
+        self.next_at = None;
+    }
+
+    /// Bring the next probe forward to [`PROBE_BUSY`] from `now` at the
+    /// latest: the path just became busy, and a failure should be noticed
+    /// sooner.
+    pub fn hurry(&mut self, now: Instant) {
+        self.next_at = self.next_at.map(|t| t.min(now + PROBE_BUSY));
+    }
+
+    /// Number and remember the probe sent at `now`, and schedule the next
+    /// one `interval` later; return its number.
+    pub fn send(
+        &mut self,
+        now: Instant,
+        interval: Duration,
+        sent_before: u64,
+        model_queue_us: f64,
+    ) -> u32 {
+        self.sent += 1;
+        if self.in_flight.len() == PROBES_REMEMBERED {
+            self.in_flight.pop_front();
+        }
+        self.in_flight.push_back(SentProbe {
+            number: self.sent,
+            at: now,
+            sent_before,
+            model_queue_us,
+        });
+        self.next_at = Some(now + interval);
+        self.interval = interval;
+        self.sent
+    }
+
+    /// Return when probe `number` was sent, if it is still remembered.
+    pub fn sent_at(&self, number: u32) -> Option<Instant> {
+        self.in_flight
+            .iter()
+            .find(|p| p.number == number)
+            .map(|p| p.at)
+    }
+
+    /// Take the echo of probe `number`; return whether it is fresh: newer
+    /// than any echoed before, and of a probe we did send.
+    pub fn take_echo(&mut self, number: u32) -> bool {
+        let fresh = number > self.last_echoed && number <= self.sent;
+        if fresh {
+            self.last_echoed = number;
+        }
+        fresh
+    }
+
+    /// Forget the probes older than `number`, and return probe `number`
+    /// itself if it is remembered.
+    pub fn echoed(&mut self, number: u32) -> Option<SentProbe> {
+        while self.in_flight.front().is_some_and(|p| p.number < number) {
+            self.in_flight.pop_front();
+        }
+        self.in_flight
+            .front()
+            .filter(|p| p.number == number)
+            .copied()
+    }
+
+    /// Return our oldest probe the peer has not echoed yet.
+    pub fn oldest_unechoed(&self) -> Option<&SentProbe> {
+        self.in_flight.iter().find(|p| p.number > self.last_echoed)
+    }
+
+    /// Forget which probes were echoed: the peer restarted, and its echoes
+    /// start over.
+    pub fn forget_echoes(&mut self) {
+        self.last_echoed = 0;
+    }
+}
+
+/// The last probe received from the peer, to echo in ours.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct PeerProbe {
+    pub number: u32,
+    pub sent_us: u64,
+    pub arrived_us: u64,
+}
+
+/// The peer's probes on one path: the one to echo, how often they come, and
+/// the one-way delay towards us they measure.
+#[derive(Clone, Debug)]
+pub(crate) struct PeerProbes {
+    last: Option<PeerProbe>,
+    last_at: Option<Instant>,
+    /// How often they arrive (smoothed).
+    interval: Option<Duration>,
+    /// The peer's one-way delay towards us.
+    pub owd_in: DelayTracker,
+}
+
+impl Default for PeerProbes {
+    fn default() -> Self {
+        PeerProbes {
+            last: None,
+            last_at: None,
+            interval: None,
+            owd_in: DelayTracker::new(BASE_DELAY_WINDOW),
+        }
+    }
+}
+
+impl PeerProbes {
+    /// Take a probe that arrived at `now` (`now_us` on our clock); return
+    /// false if it is no newer than one taken before (reordered or
+    /// replayed), and so says nothing new.
+    pub fn handle(&mut self, now: Instant, now_us: u64, probe: &Probe) -> bool {
+        if self.last.is_some_and(|old| old.number >= probe.number) {
+            return false;
+        }
+        self.last = Some(PeerProbe {
+            number: probe.number,
+            sent_us: probe.sent_us,
+            arrived_us: now_us,
+        });
+        if let Some(last) = self.last_at {
+            let gap = now.saturating_duration_since(last);
+            self.interval = Some(match self.interval {
+                None => gap,
+                // Quick to lengthen (a peer going idle), slow to shorten.
+                Some(i) if gap > i => gap,
+                Some(i) => (i * 7 + gap) / 8,
+            });
+        }
+        self.last_at = Some(now);
+        self.owd_in
+            .update(now, now_us as i64 - probe.sent_us as i64);
+        true
+    }
+
+    /// Return the probe to echo in our next one (number 0: none yet).
+    pub fn to_echo(&self) -> PeerProbe {
+        self.last.unwrap_or_default()
+    }
+
+    /// Return when the last probe came.
+    pub fn last_at(&self) -> Option<Instant> {
+        self.last_at
+    }
+
+    /// Return how often the peer probes, capped at the idle interval (it
+    /// probes at least that often).
+    pub fn interval(&self) -> Duration {
+        self.interval.unwrap_or(PROBE_IDLE).min(PROBE_IDLE)
+    }
+
+    /// Forget the peer's probes: it restarted, with a new clock and new
+    /// numbers.
+    pub fn reset(&mut self) {
+        self.last = None;
+        self.owd_in.reset();
+    }
+}

@@ -1,0 +1,510 @@
+//! The paths of one tunnel, and the decisions that weigh them against each
+//! other: which paths data may use, which are clean or lossy, where a NACK
+//! goes, how long the receiver should hold a gap.
+//!
+//! Every path is probed (10 probes/s when idle, 100/s while data crosses it);
+//! each probe echoes the peer's last probe on that path and reports what this
+//! side received there. From the echoes the sender learns, per path and for
+//! its own direction: round-trip time, one-way delay relative to the other
+//! paths (base and queueing), delivery rate and loss. From the peer's probes
+//! the receiver learns the delay spread of the paths towards it, which sets
+//! how long a gap is worth waiting for.
+//!
+//! A path whose echoes stop is down within
+//! [`DOWN_AFTER_MAX`](crate::path::DOWN_AFTER_MAX); one losing packets while
+//! another is clean is set aside and retried later.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use crate::path::probing::{PROBE_BUSY, PROBE_IDLE};
+use crate::path::{
+    Path, PathChange, PathEstimate, PathEvent, PathId, PathSet, PathState, PathTimer, CONGESTED_US,
+};
+use crate::seq::Seq;
+use crate::wire::{Kind, Probe, Trailer};
+
+/// Loss above which a path is set aside while another is clean. Repairs
+/// hide a path's losses from the inner flow, at the cost of a round trip's
+/// wait for each: worth it for a few losses, not for many.
+const LOSS_SET_ASIDE: f64 = 0.02;
+/// Loss below which a path counts as clean.
+pub(crate) const LOSS_CLEAN: f64 = 0.002;
+/// Packets a path must have carried before its loss is judged.
+const LOSS_MIN_PACKETS: u64 = 1000;
+/// Floor of the receiver's adaptive hold time, and margin of the repair
+/// time.
+const HOLD_FLOOR: Duration = Duration::from_millis(2);
+/// How long a path may stay down before a fresh WireGuard handshake is worth
+/// trying: the peer may have restarted and lost its session.
+const REHANDSHAKE_AFTER: Duration = Duration::from_secs(1);
+
+/// Every path of one tunnel.
+pub(crate) struct PathTable {
+    /// Time zero of the µs clock our probes carry.
+    origin: Instant,
+    paths: Vec<Path>,
+    events: VecDeque<PathEvent>,
+}
+
+impl PathTable {
+    /// Create `count` paths, none with a session yet, at time `now`.
+    pub fn new(now: Instant, count: usize) -> Self {
+        PathTable {
+            origin: now,
+            paths: (0..count).map(|_| Path::default()).collect(),
+            events: VecDeque::new(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.paths.len()
+    }
+
+    pub fn get(&self, path: PathId) -> Option<&Path> {
+        self.paths.get(path.index())
+    }
+
+    #[cfg(test)]
+    pub fn path_mut(&mut self, path: PathId) -> &mut Path {
+        &mut self.paths[path.index()]
+    }
+
+    pub fn as_mut_slice(&mut self) -> &mut [Path] {
+        &mut self.paths
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (PathId, &Path)> {
+        self.paths
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (PathId(i as u8), p))
+    }
+
+    /// Return `now` in µs on the clock our probes carry.
+    pub fn micros(&self, now: Instant) -> u64 {
+        now.saturating_duration_since(self.origin).as_micros() as u64
+    }
+
+    fn set_state(&mut self, i: usize, state: PathState, change: PathChange) {
+        // Unconfirmed is a passing state, not news.
+        if self.paths[i].liveness.set(state) && state != PathState::Unconfirmed {
+            self.events.push_back(PathEvent {
+                path: PathId(i as u8),
+                change,
+            });
+        }
+    }
+
+    /// Tell whether the path's WireGuard session is established.
+    pub fn set_session(&mut self, now: Instant, path: PathId, established: bool) {
+        let i = path.index();
+        let Some(p) = self.paths.get_mut(i) else {
+            return;
+        };
+        match (established, p.state()) {
+            (true, PathState::NoSession) => {
+                p.liveness.session_up(now);
+                p.probes.start(now);
+                self.set_state(i, PathState::Unconfirmed, PathChange::Up);
+            }
+            (false, PathState::NoSession) | (true, _) => {}
+            (false, _) => {
+                p.liveness.session_down();
+                p.probes.stop();
+                self.set_state(i, PathState::NoSession, PathChange::NoSession);
+            }
+        }
+    }
+
+    /// Return the state of a path.
+    pub fn state(&self, path: PathId) -> PathState {
+        self.get(path).map_or(PathState::NoSession, Path::state)
+    }
+
+    /// Return whether a path has a session but has been down long enough
+    /// that a fresh WireGuard handshake is worth trying (the peer may have
+    /// restarted and lost its session).
+    pub fn wants_handshake(&self, now: Instant, path: PathId) -> bool {
+        self.get(path).is_some_and(|p| {
+            p.state() == PathState::Down
+                && p.liveness
+                    .last_echo()
+                    .or(p.liveness.session_since())
+                    .is_some_and(|t| now.saturating_duration_since(t) > REHANDSHAKE_AFTER)
+        })
+    }
+
+    /// Return the paths data may use now.
+    pub fn usable(&self) -> PathSet {
+        // Nothing better: a path whose echo is late beats a lossy one, and
+        // a lossy one beats none.
+        let tiers: [&dyn Fn(&Path) -> bool; 3] = [
+            &|p| p.liveness.can_carry(),
+            &|p| matches!(p.state(), PathState::Up | PathState::Unconfirmed),
+            &|p| p.state() == PathState::SetAside,
+        ];
+        for usable in tiers {
+            let mut set = PathSet::default();
+            for (id, p) in self.iter() {
+                if usable(p) {
+                    set.insert(id);
+                }
+            }
+            if set != PathSet::default() {
+                return set;
+            }
+        }
+        PathSet::default()
+    }
+
+    /// Return the usable paths other than `lost_on` that lose nothing; all
+    /// usable paths if none does.
+    pub fn usable_for_repair(&self, lost_on: PathId) -> PathSet {
+        let usable = self.usable();
+        let mut clean = PathSet::default();
+        for path in usable.iter() {
+            if path != lost_on && self.paths[path.index()].delivery.loss() < LOSS_CLEAN {
+                clean.insert(path);
+            }
+        }
+        if clean == PathSet::default() {
+            usable
+        } else {
+            clean
+        }
+    }
+
+    /// Return the paths on which a packet sent earlier may still arrive
+    /// after one sent now: path p is in the set while less time has passed
+    /// since it last carried data than its delay above the fastest path
+    /// (base plus queue, modelled or measured, whichever is more), with
+    /// margins. A path that is down is not in it. The receiver waits for
+    /// gaps only on these.
+    pub fn still_delivering(&self, now: Instant) -> PathSet {
+        let base_min = self.paths.iter().filter_map(|p| p.owd_out.min()).min();
+        let mut set = PathSet::default();
+        for (id, p) in self.iter() {
+            let Some(sent) = p.last_data_sent else {
+                continue;
+            };
+            if p.state() == PathState::Down {
+                continue; // whatever it had in flight is lost
+            }
+            let base = match (p.owd_out.min(), base_min) {
+                (Some(b), Some(m)) => (b - m) as f64,
+                _ => 0.0,
+            };
+            let queue = p.queue.delay_us(p.rate()).max(p.queueing_us());
+            // Queues move between measurements: wide margins, since a path
+            // dropped from the set too early turns its late packets into
+            // losses for the inner flow.
+            let spread = base + 1.5 * queue + 2.0 * p.rtt.rttvar_us();
+            let window = Duration::from_micros(spread as u64) + Duration::from_millis(10);
+            if now.saturating_duration_since(sent) < window {
+                set.insert(id);
+            }
+        }
+        set
+    }
+
+    /// Account for `len` bytes numbered `seq` sent on `path` at `now`, and
+    /// return their trailer. A repair does not make its path one the
+    /// receiver must wait on for gaps: nothing sent after it follows it
+    /// there.
+    pub fn charge(
+        &mut self,
+        now: Instant,
+        path: PathId,
+        seq: Seq,
+        len: usize,
+        epoch: u32,
+        repair: bool,
+    ) -> Trailer {
+        // The receiver waits for gaps only on paths that may still deliver
+        // them: those that carried data lately, and this one. A path that is
+        // eligible but idle would otherwise hold up every loss release.
+        let mut carrying = self.still_delivering(now);
+        carrying.insert(path);
+        let p = &mut self.paths[path.index()];
+        let trailer = Trailer {
+            seq,
+            path_seq: p.next_path_seq,
+            epoch,
+            paths_in_use: carrying,
+            kind: Kind::Data,
+            congested: p.queueing_us() > CONGESTED_US,
+        };
+        p.next_path_seq = p.next_path_seq.next();
+        if trailer.congested {
+            p.delivery.sent_congested(trailer.path_seq);
+        }
+        p.add_to_queue(now, len);
+        if !repair {
+            if !p.busy(now) {
+                // Becoming busy: probe sooner, to notice a failure sooner.
+                p.probes.hurry(now);
+            }
+            p.last_data_sent = Some(now);
+        }
+        trailer
+    }
+
+    /// Count a data packet of `len` bytes received on `path` at `now` as
+    /// `path_seq` there; return how many of the path's sequence numbers it
+    /// skipped past (packets sent on the path just before it and missing).
+    pub fn handle_data(&mut self, now: Instant, path: PathId, path_seq: Seq, len: usize) -> u32 {
+        let Some(p) = self.paths.get_mut(path.index()) else {
+            return 0;
+        };
+        if !p.probe_fast(now) {
+            // Becoming busy: probe sooner.
+            p.probes.hurry(now);
+        }
+        p.last_data_received = Some(now);
+        let r = &mut p.reception;
+        r.packets += 1;
+        r.bytes += len as u64;
+        let previous = r.highest_path_seq;
+        if previous.is_none_or(|h| h.is_before(path_seq)) {
+            r.highest_path_seq = Some(path_seq);
+        }
+        previous.map_or(0, |h| {
+            u32::try_from(path_seq.distance_from(h) - 1).unwrap_or(0)
+        })
+    }
+
+    /// Forget what the peer told on every path: it restarted.
+    pub fn forget_peer(&mut self) {
+        for p in &mut self.paths {
+            p.forget_peer();
+        }
+    }
+
+    /// Take in a probe the peer sent on `path`.
+    pub fn handle_probe(&mut self, now: Instant, path: PathId, probe: &Probe) {
+        let i = path.index();
+        let now_us = self.micros(now);
+        let Some(p) = self.paths.get_mut(i) else {
+            return;
+        };
+        let Some((fresh_echo, echoed_sent_at)) = p.handle_probe(now, now_us, probe) else {
+            return; // reordered or replayed: nothing new
+        };
+        // A path that was down is back only when a probe sent since then
+        // is echoed: the peer's first probe after an outage echoes the last
+        // one it had before, which proves only the peer's direction works.
+        let proves_ours = match p.liveness.down_since() {
+            Some(down) => echoed_sent_at.is_some_and(|t| t > down),
+            None => true,
+        };
+        if matches!(p.state(), PathState::Down | PathState::Unconfirmed)
+            && fresh_echo
+            && proves_ours
+        {
+            if p.state() == PathState::Down {
+                p.delivery.resume_at(p.next_path_seq);
+            }
+            p.liveness.came_back();
+            // A lossy path that was down meanwhile is still lossy.
+            let (state, change) = if p.liveness.aside_at(now) {
+                let loss = p.delivery.loss();
+                (PathState::SetAside, PathChange::SetAside { loss })
+            } else {
+                (PathState::Up, PathChange::Up)
+            };
+            self.set_state(i, state, change);
+        }
+        self.judge_loss(now, i);
+    }
+
+    fn judge_loss(&mut self, now: Instant, i: usize) {
+        let p = &self.paths[i];
+        if p.state() != PathState::Up
+            || p.delivery.judged_packets() < LOSS_MIN_PACKETS
+            || p.delivery.loss() <= LOSS_SET_ASIDE
+        {
+            return;
+        }
+        let another_clean = self.paths.iter().enumerate().any(|(j, q)| {
+            j != i
+                && q.state() == PathState::Up
+                && q.delivery.loss() < LOSS_CLEAN
+                && q.delivery.judged_packets() >= LOSS_MIN_PACKETS
+        });
+        if another_clean {
+            let loss = p.delivery.loss();
+            self.paths[i].liveness.set_aside(now);
+            self.set_state(i, PathState::SetAside, PathChange::SetAside { loss });
+        }
+    }
+
+    /// Return the next probe due by `now`; call until `None`.
+    pub fn poll_probe(&mut self, now: Instant) -> Option<(PathId, Probe)> {
+        let now_us = self.micros(now);
+        let i = self
+            .paths
+            .iter()
+            .position(|p| p.probes.next_at().is_some_and(|t| t <= now))?;
+        let p = &mut self.paths[i];
+        let model_queue_us = p.model_queue_us(now);
+        let interval = if p.probe_fast(now) {
+            PROBE_BUSY
+        } else {
+            PROBE_IDLE
+        };
+        let sent_before = p.queue.sent_total();
+        let number = p.probes.send(now, interval, sent_before, model_queue_us);
+        let echo = p.peer_probes.to_echo();
+        let probe = Probe {
+            number,
+            sent_us: now_us,
+            echo_number: echo.number,
+            echo_sent_us: echo.sent_us,
+            echo_arrived_us: echo.arrived_us,
+            rx_packets: p.reception.packets,
+            rx_bytes: p.reception.bytes,
+            rx_highest_path_seq: p.reception.highest_path_seq.unwrap_or(Seq(0)),
+        };
+        Some((PathId(i as u8), probe))
+    }
+
+    /// Return when [`handle_timeout`](Self::handle_timeout) or
+    /// [`poll_probe`](Self::poll_probe) next has work.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.paths
+            .iter()
+            .flat_map(|p| PathTimer::ALL.map(|t| p.deadline(t)))
+            .flatten()
+            .min()
+    }
+
+    /// Run the timers due by `now`: give set-aside paths another chance,
+    /// stop sending on paths whose echoes are late, and mark paths whose
+    /// echoes stopped as down. Probes due are taken with
+    /// [`poll_probe`](Self::poll_probe).
+    pub fn handle_timeout(&mut self, now: Instant) {
+        for i in 0..self.paths.len() {
+            for timer in [
+                PathTimer::AsideEnds,
+                PathTimer::EchoOverdue,
+                PathTimer::Down,
+            ] {
+                if self.paths[i].deadline(timer).is_some_and(|t| t <= now) {
+                    self.expire(now, i, timer);
+                }
+            }
+        }
+    }
+
+    fn expire(&mut self, now: Instant, i: usize, timer: PathTimer) {
+        let p = &mut self.paths[i];
+        match timer {
+            PathTimer::Probe => {}
+            PathTimer::AsideEnds => {
+                if p.liveness.aside_ends(now) {
+                    p.delivery.forget_loss(false);
+                    if p.state() == PathState::SetAside {
+                        self.set_state(i, PathState::Up, PathChange::Up);
+                    }
+                }
+            }
+            PathTimer::EchoOverdue => p.liveness.mark_echo_late(),
+            PathTimer::Down => {
+                let since = p.liveness.last_echo().or(p.liveness.session_since());
+                let silent = since.map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
+                // What was queued there is lost; start the model empty, and
+                // do not count what the outage swallowed as the path's loss
+                // rate once it is back.
+                p.queue.clear();
+                p.delivery.forget_loss(true);
+                p.liveness.went_down(now);
+                self.set_state(i, PathState::Down, PathChange::Down { silent });
+            }
+        }
+    }
+
+    /// Return the next path state change, for logging.
+    pub fn poll_event(&mut self) -> Option<PathEvent> {
+        self.events.pop_front()
+    }
+
+    /// Return how long the receiver should wait for a gap: the spread of the
+    /// peer's one-way delays over the paths it is heard on, plus four times
+    /// their jitter and a small floor; `None` until a path is measured.
+    pub fn hold_hint(&self, now: Instant) -> Option<Duration> {
+        let live = self.paths.iter().filter(|p| {
+            p.peer_probes
+                .last_at()
+                .is_some_and(|t| now.saturating_duration_since(t) < crate::path::DOWN_AFTER_MAX)
+        });
+        let mut spread: Option<(f64, f64)> = None;
+        let mut jitter: f64 = 0.0;
+        for p in live {
+            jitter = jitter.max(p.peer_probes.owd_in.jitter());
+            if let Some(d) = p.peer_probes.owd_in.smoothed() {
+                spread = Some(spread.map_or((d, d), |(lo, hi)| (lo.min(d), hi.max(d))));
+            }
+        }
+        let (lo, hi) = spread?;
+        Some(Duration::from_micros((hi - lo + 4.0 * jitter) as u64) + HOLD_FLOOR)
+    }
+
+    /// Return how long a repair should take: a NACK to the peer and the
+    /// packet back, about a round trip of the fastest path (whose queue
+    /// towards us the resent packet waits in too), with margins; `None`
+    /// until a round trip is measured.
+    pub fn repair_hint(&self) -> Option<Duration> {
+        let fastest = self
+            .paths
+            .iter()
+            .filter(|p| p.state() == PathState::Up)
+            .filter_map(|p| Some((p.rtt.srtt_us()?, p.rtt.rttvar_us())))
+            .min_by(|a, b| a.0.total_cmp(&b.0))?;
+        let us = 1.25 * fastest.0 + 4.0 * fastest.1;
+        Some(Duration::from_micros(us as u64) + HOLD_FLOOR)
+    }
+
+    /// Return the paths to send a NACK on: the two with the shortest round
+    /// trip among those data may use, so one loss does not lose the NACK.
+    pub fn nack_paths(&self) -> PathSet {
+        let usable = self.usable();
+        let mut up: Vec<(f64, PathId)> = usable
+            .iter()
+            .map(|id| (self.paths[id.index()].rtt.srtt_us().unwrap_or(f64::MAX), id))
+            .collect();
+        up.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let mut set = PathSet::default();
+        for &(_, id) in up.iter().take(2) {
+            set.insert(id);
+        }
+        set
+    }
+
+    /// Return what is known of a path, for status output.
+    pub fn estimate(&self, path: PathId) -> PathEstimate {
+        let Some(p) = self.get(path) else {
+            return PathEstimate::default();
+        };
+        let rel = |delay: &dyn Fn(&Path) -> Option<f64>| {
+            let own = delay(p)?;
+            let min = self.paths.iter().filter_map(delay).fold(f64::MAX, f64::min);
+            Some((own - min) / 1000.0)
+        };
+        PathEstimate {
+            srtt_ms: p.rtt.srtt_us().map(|r| r / 1000.0),
+            owd_rel_ms: rel(&|q: &Path| q.owd_out.min().map(|m| m as f64)),
+            queue_ms: p.owd_out.queueing() / 1000.0,
+            model_queue_ms: p.queue.delay_us(p.rate()) / 1000.0,
+            rate_mbps: p
+                .delivery
+                .measured()
+                .then(|| p.delivery.capacity() * 8.0 / 1e6),
+            loss: p.delivery.loss(),
+            owd_in_rel_ms: rel(&|q: &Path| q.peer_probes.owd_in.smoothed()),
+            jitter_in_ms: p.peer_probes.owd_in.jitter() / 1000.0,
+            echo_late: p.liveness.echo_late(),
+            late_echoes: p.liveness.late_echoes(),
+        }
+    }
+}

@@ -1,0 +1,170 @@
+//! Loss evidence: what each path has delivered, from which the reorder
+//! buffer knows that a gap is lost rather than late.
+//!
+//! Each path delivers in the order it was sent (one queue, one socket, one
+//! worker on each side), so once a path has delivered a packet, nothing
+//! sent on it earlier can still be in flight there. The sender names the
+//! paths that may still deliver an earlier packet; a gap all of them have
+//! delivered past is lost.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use super::Arrival;
+use crate::path::{PathSet, MAX_PATHS};
+use crate::seq::Seq;
+
+/// Most spans of congestion losses remembered; a span is forgotten once
+/// delivery has passed it.
+const MAX_CONGESTED_SPANS: usize = 256;
+
+/// Sequence numbers strictly between `after` and `before` among which a
+/// congested path lost `missing` packets.
+#[derive(Clone, Copy, Debug)]
+struct CongestedSpan {
+    after: Seq,
+    before: Seq,
+    missing: u32,
+}
+
+/// What each path has delivered, and when.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct LossEvidence {
+    /// When each path last delivered.
+    heard: [Option<Instant>; MAX_PATHS],
+    /// Highest sequence number each path has delivered.
+    highest: [Option<Seq>; MAX_PATHS],
+    /// The highest sequence number any path delivered.
+    highest_seen: Option<Seq>,
+    /// The paths the sender stripes over, as of its latest packet.
+    in_use: PathSet,
+    /// Where a congested path lost packets: it skipped path sequence
+    /// numbers just before a packet sent into a standing queue. Oldest
+    /// first.
+    congested_spans: VecDeque<CongestedSpan>,
+    /// When the packet before the one being taken in arrived.
+    last_arrival: Option<Instant>,
+}
+
+impl LossEvidence {
+    /// Forget everything: a new sender run.
+    pub fn clear(&mut self) {
+        *self = LossEvidence::default();
+    }
+
+    /// Take in what an arriving packet says: its path delivered up to it,
+    /// and what the sender stripes over now.
+    pub fn note(&mut self, now: Instant, arrival: &Arrival) {
+        let Some(i) = Some(arrival.path.index()).filter(|&i| i < MAX_PATHS) else {
+            return;
+        };
+        self.heard[i] = Some(now);
+        if arrival.dropped_at_queue > 0 {
+            if let Some(after) = self.highest[i] {
+                // Packets sent on this path between the last one it
+                // delivered and this one are missing; this one met a
+                // standing queue, and so, most likely, did they: they were
+                // dropped there.
+                if self.congested_spans.len() == MAX_CONGESTED_SPANS {
+                    self.congested_spans.pop_front();
+                }
+                self.congested_spans.push_back(CongestedSpan {
+                    after,
+                    before: arrival.seq,
+                    missing: arrival.dropped_at_queue,
+                });
+            }
+        }
+        if self.highest[i].is_none_or(|h| h.is_before(arrival.seq)) {
+            self.highest[i] = Some(arrival.seq);
+        }
+        if self.highest_seen.is_none_or(|h| !arrival.seq.is_before(h)) {
+            self.highest_seen = Some(arrival.seq);
+            self.in_use = arrival.paths_in_use;
+        }
+    }
+
+    /// Note that the packet being taken in arrived at `now`: the next one's
+    /// predecessor.
+    pub fn arrived(&mut self, now: Instant) {
+        self.last_arrival = Some(now);
+    }
+
+    /// Return when the last packet arrived.
+    pub fn last_arrival(&self) -> Option<Instant> {
+        self.last_arrival
+    }
+
+    /// Return whether every path the sender stripes over has delivered past
+    /// `gap`: a path it stripes over but that never delivered is waited for
+    /// until the hold time.
+    pub fn all_past(&self, gap: Seq) -> bool {
+        self.in_use
+            .iter()
+            .all(|p| self.highest[p.index()].is_some_and(|h| gap.is_before(h)))
+    }
+
+    /// Return the sequence number every path the sender stripes over has
+    /// delivered up to, leaving out those silent for `quiet` at `now`.
+    ///
+    /// A silent path is left out: if it died, it took its packets in flight
+    /// with it, and it will never deliver past them to say so. If it is
+    /// only slow, its packet comes twice, and the first copy fills the gap.
+    /// When a burst starts after a pause, every path has been silent, and
+    /// none of them is dead for it: a path is silent only if others went on
+    /// delivering after it stopped, for half of `quiet` at least.
+    pub fn evident(&self, now: Instant, quiet: Duration) -> Option<Seq> {
+        let talked_until = self.last_arrival.unwrap_or(now);
+        let silent = |heard: Instant| {
+            now.saturating_duration_since(heard) >= quiet
+                && talked_until.saturating_duration_since(heard) >= quiet / 2
+        };
+        let mut evident: Option<Seq> = None;
+        for p in self.in_use.iter() {
+            let heard = self.heard[p.index()];
+            if heard.is_none_or(silent) {
+                continue;
+            }
+            let Some(h) = self.highest[p.index()] else {
+                continue;
+            };
+            evident = Some(match evident {
+                Some(e) if e.is_before(h) => e,
+                _ => h,
+            });
+        }
+        evident
+    }
+
+    /// Whether `gap` lies where a congested path lost packets, and is one
+    /// of as many gaps there as it lost: a loss on another path may fall in
+    /// the same stretch, and is repaired unless it comes first.
+    ///
+    /// Gaps come here in order, so each takes the span that ends first
+    /// among those around it: congested paths' spans overlap, and a gap
+    /// charged to a wider span would leave a later loss there, past the
+    /// narrower one's end, with nothing to excuse it.
+    pub fn take_congestion_loss(&mut self, gap: Seq) -> bool {
+        let span = self
+            .congested_spans
+            .iter_mut()
+            .filter(|s| s.missing > 0 && s.after.is_before(gap) && gap.is_before(s.before))
+            .min_by_key(|s| s.before.distance_from(gap));
+        if let Some(span) = span {
+            span.missing -= 1;
+            return true;
+        }
+        false
+    }
+
+    /// Forget the spans delivery has passed.
+    pub fn passed(&mut self, next: Seq) {
+        while self
+            .congested_spans
+            .front()
+            .is_some_and(|span| span.before.is_before(next))
+        {
+            self.congested_spans.pop_front();
+        }
+    }
+}

@@ -1,0 +1,89 @@
+//! How long packets waited in the reorder buffer.
+
+use std::time::Duration;
+
+/// How long packets waited in the buffer: 0.25 ms buckets up to 250 ms,
+/// then one for everything longer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HoldHistogram {
+    buckets: Vec<u64>,
+}
+
+impl Default for HoldHistogram {
+    fn default() -> Self {
+        HoldHistogram {
+            buckets: vec![0; HOLD_BUCKETS + 1],
+        }
+    }
+}
+
+const HOLD_BUCKET_US: u64 = 250;
+const HOLD_BUCKETS: usize = 1000;
+
+impl HoldHistogram {
+    pub(crate) fn record(&mut self, held: Duration) {
+        let bucket = (held.as_micros() as u64 / HOLD_BUCKET_US) as usize;
+        self.buckets[bucket.min(HOLD_BUCKETS)] += 1;
+    }
+
+    /// Return the buckets that recorded a wait, as (bucket, waits): bucket
+    /// `i` holds waits under `(i + 1) * 250` µs, the last one everything
+    /// longer. For a reader to take differences of (see [`since`]).
+    ///
+    /// [`since`]: Self::since
+    pub fn nonzero_buckets(&self) -> Vec<(u32, u64)> {
+        self.buckets
+            .iter()
+            .enumerate()
+            .filter(|&(_, &n)| n > 0)
+            .map(|(i, &n)| (i as u32, n))
+            .collect()
+    }
+
+    /// Rebuild a histogram from [`nonzero_buckets`](Self::nonzero_buckets);
+    /// buckets out of range count in the last one.
+    pub fn from_buckets(buckets: &[(u32, u64)]) -> Self {
+        let mut histogram = HoldHistogram::default();
+        for &(i, n) in buckets {
+            histogram.buckets[(i as usize).min(HOLD_BUCKETS)] += n;
+        }
+        histogram
+    }
+
+    /// Return the waits recorded after `earlier`, a copy of this histogram
+    /// taken before: the hold over a stretch of time, such as a flow's
+    /// steady state without its start.
+    pub fn since(&self, earlier: &HoldHistogram) -> HoldHistogram {
+        HoldHistogram {
+            buckets: self
+                .buckets
+                .iter()
+                .zip(&earlier.buckets)
+                .map(|(now, before)| now.saturating_sub(*before))
+                .collect(),
+        }
+    }
+
+    /// Return how many waits were recorded.
+    pub fn count(&self) -> u64 {
+        self.buckets.iter().sum()
+    }
+
+    /// Return the wait that fraction `q` (0 to 1) of the recorded waits did
+    /// not exceed, to the bucket's upper edge; `None` if nothing waited.
+    pub fn quantile(&self, q: f64) -> Option<Duration> {
+        let total = self.count();
+        if total == 0 {
+            return None;
+        }
+        let rank = ((total as f64) * q).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        for (i, &n) in self.buckets.iter().enumerate() {
+            seen += n;
+            if seen >= rank {
+                return Some(Duration::from_micros((i as u64 + 1) * HOLD_BUCKET_US));
+            }
+        }
+        None
+    }
+}

@@ -1,0 +1,152 @@
+//! Repairs: lost packets asked for again, and how long their repair is
+//! waited for.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use super::hold::{GivenUp, Learned};
+use crate::seq::Seq;
+
+/// Most repairs awaited at once: half the default window, more than a path
+/// that dies takes down with it; beyond this, losses are released at once.
+const MAX_AWAITING: usize = 4096;
+
+/// The repairs asked for and the wait for them.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Repairs {
+    /// How long a repair is expected to take, if repairs are asked for.
+    hint: Option<Duration>,
+    /// How long the repairs seen so far took, with headroom.
+    learned: Learned,
+    /// Repairs asked for and not received yet, with when they were asked,
+    /// in sequence order, none before the window's `next`.
+    awaiting: VecDeque<(Seq, Instant)>,
+    /// Sequence numbers given up on while their repair was awaited.
+    unrepaired: GivenUp,
+    /// Every gap before this was looked at for loss evidence.
+    cursor: Seq,
+    /// Lost sequence numbers to ask the sender for, not taken yet.
+    asked: Vec<Seq>,
+}
+
+impl Repairs {
+    pub fn set_hint(&mut self, hint: Option<Duration>) {
+        self.hint = hint;
+    }
+
+    /// Return how long a repair is waited for, if repairs are asked for:
+    /// the larger of the hint and what repairs took so far, within `max`.
+    pub fn wait(&self, max: Duration) -> Option<Duration> {
+        let hint = self.hint?;
+        Some(hint.max(self.learned.value).min(max))
+    }
+
+    /// Start over at `seq`: a new sender run.
+    pub fn restart(&mut self, seq: Seq) {
+        self.cursor = seq;
+        self.asked.clear();
+        self.awaiting.clear();
+        self.unrepaired.clear();
+    }
+
+    /// Take the sequence numbers to ask the sender for.
+    pub fn take_asked(&mut self) -> Vec<Seq> {
+        std::mem::take(&mut self.asked)
+    }
+
+    /// Return the next gap to look at for loss evidence, at or after
+    /// `next`, if it is before `evident`, and move past it.
+    pub fn next_to_judge(&mut self, next: Seq, evident: Seq) -> Option<Seq> {
+        if self.cursor.is_before(next) {
+            self.cursor = next;
+        }
+        if !self.cursor.is_before(evident) {
+            return None;
+        }
+        let gap = self.cursor;
+        self.cursor = gap.next();
+        Some(gap)
+    }
+
+    /// Find `gap` (not before `next`) among the awaited repairs, or where
+    /// it would go: they are in sequence order, and there may be thousands
+    /// when a path dies, so search, do not scan.
+    fn index(&self, gap: Seq, next: Seq) -> Result<usize, usize> {
+        let key = gap.distance_from(next);
+        self.awaiting
+            .binary_search_by_key(&key, |&(s, _)| s.distance_from(next))
+    }
+
+    /// Ask for `gap` at `now`, unless that was done already; return
+    /// whether it was asked for now.
+    pub fn ask(&mut self, gap: Seq, now: Instant, next: Seq) -> bool {
+        if self.awaiting.len() >= MAX_AWAITING {
+            return false;
+        }
+        let Err(at) = self.index(gap, next) else {
+            return false;
+        };
+        self.awaiting.insert(at, (gap, now));
+        self.asked.push(gap);
+        true
+    }
+
+    /// `seq` arrived at `now`: if its repair was awaited, it came in time;
+    /// return whether it was.
+    pub fn arrived(&mut self, seq: Seq, now: Instant, next: Seq) -> bool {
+        let Ok(i) = self.index(seq, next) else {
+            return false;
+        };
+        if let Some((_, asked)) = self.awaiting.remove(i) {
+            self.learned
+                .learn(now, now.saturating_duration_since(asked));
+        }
+        true
+    }
+
+    /// When a repair asked for at `asked` is overdue.
+    pub fn due(&self, asked: Instant, max: Duration) -> Instant {
+        asked + self.wait(max).unwrap_or(Duration::ZERO)
+    }
+
+    /// When the repair asked for `gap` is overdue, if it was asked for.
+    pub fn deadline(&self, gap: Seq, next: Seq, max: Duration) -> Option<Instant> {
+        let &(_, asked) = self.awaiting.get(self.index(gap, next).ok()?)?;
+        Some(self.due(asked, max))
+    }
+
+    /// Return the first gap before `seq` whose repair is still due at
+    /// `now`.
+    pub fn due_before(&self, seq: Seq, now: Instant, max: Duration) -> Option<Seq> {
+        self.awaiting
+            .iter()
+            .find(|&&(gap, asked)| gap.is_before(seq) && self.due(asked, max) > now)
+            .map(|&(gap, _)| gap)
+    }
+
+    /// `gap` was given up on while its repair was awaited.
+    pub fn given_up(&mut self, gap: Seq) {
+        self.unrepaired.note(gap);
+    }
+
+    /// `seq` arrived after it was passed; if it was a repair given up on,
+    /// it took longer than waited: wait longer from now on.
+    pub fn late(&mut self, seq: Seq, max: Duration) {
+        if self.unrepaired.take(seq) {
+            if let Some(wait) = self.wait(max) {
+                self.learned.value = (wait * 3 / 2).min(max);
+            }
+        }
+    }
+
+    /// Forget the repairs of sequence numbers before `next`.
+    pub fn passed(&mut self, next: Seq) {
+        while self
+            .awaiting
+            .front()
+            .is_some_and(|&(seq, _)| seq.is_before(next))
+        {
+            self.awaiting.pop_front();
+        }
+    }
+}

@@ -1,0 +1,201 @@
+//! Two drivers joined by in-memory sockets, with in-memory TUN devices:
+//! the whole data path but the kernel, without root.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use mptun_wg::keys;
+use tokio::sync::oneshot;
+
+use super::*;
+use crate::fake::{FakeNet, FakeTun, TunHandle};
+
+const PATHS: usize = 3;
+
+fn key(seed: u8) -> [u8; 32] {
+    keys::private_key_from_random([seed; 32])
+}
+
+fn addr(site: u8, path: usize) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, site], 5000 + path as u16))
+}
+
+/// Site 1 initiates (it has endpoints), site 2 responds.
+fn config(site: u8) -> Config {
+    let (own, peer) = if site == 1 { (1, 2) } else { (2, 1) };
+    let mut text = format!(
+        "[interface]\nprivate-key = \"{}\"\naddress = [\"10.77.0.{own}/24\"]\ntable = \"off\"\n\
+         [peer]\npublic-key = \"{}\"\nallowed-ips = [\"10.77.0.0/24\"]\n",
+        keys::encode_key(&key(own)),
+        keys::encode_key(&keys::public_key(&key(peer))),
+    );
+    for path in 0..PATHS {
+        text += &format!("[[path]]\nlisten-port = {}\n", 5000 + path);
+        if site == 1 {
+            text += &format!("endpoint = \"{}\"\n", addr(2, path));
+        }
+    }
+    Config::parse(&text, "test.toml", Path::new("."))
+        .expect("valid config")
+        .0
+}
+
+struct Site {
+    driver: Driver,
+    tun: TunHandle,
+}
+
+async fn site(net: &Arc<FakeNet>, n: u8) -> Site {
+    let (tun, handle) = FakeTun::new();
+    let sockets = (0..PATHS).map(|p| net.socket(addr(n, p))).collect();
+    let driver = Driver::spawn(Arc::new(config(n)), u32::from(n) * 1000, tun, sockets)
+        .expect("driver starts");
+    Site {
+        driver,
+        tun: handle,
+    }
+}
+
+async fn status(site: &Site) -> Status {
+    let (reply, answer) = oneshot::channel();
+    site.driver
+        .status
+        .send(reply)
+        .await
+        .expect("endpoint task runs");
+    answer.await.expect("a status")
+}
+
+/// Wait until every path of both sites is up.
+async fn all_up(a: &Site, b: &Site) {
+    for _ in 0..500 {
+        let (sa, sb) = (status(a).await, status(b).await);
+        if sa.paths.iter().chain(&sb.paths).all(|p| p.state == "up") {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("paths did not come up: {:?}", status(a).await.paths);
+}
+
+/// An IPv4 packet from `src` to `dst` of 1200 bytes carrying `n`.
+fn packet(src: [u8; 4], dst: [u8; 4], n: u32) -> Vec<u8> {
+    let mut p = vec![0u8; 1200];
+    p[0] = 0x45;
+    p[2..4].copy_from_slice(&1200u16.to_be_bytes());
+    p[9] = 17;
+    p[12..16].copy_from_slice(&src);
+    p[16..20].copy_from_slice(&dst);
+    p[20..24].copy_from_slice(&n.to_be_bytes());
+    p
+}
+
+const A: [u8; 4] = [10, 77, 0, 1];
+const B: [u8; 4] = [10, 77, 0, 2];
+
+/// Take what site `b` wrote to its TUN device until `count` packets came
+/// or a second passed with none; return their numbers.
+async fn received(b: &mut Site, count: usize) -> Vec<u32> {
+    let mut got = Vec::new();
+    while got.len() < count {
+        match tokio::time::timeout(Duration::from_secs(1), b.tun.written.recv()).await {
+            Ok(Some(p)) => got.push(u32::from_be_bytes([p[20], p[21], p[22], p[23]])),
+            _ => break,
+        }
+    }
+    got
+}
+
+/// Check that `got` is `0..n`, saying where it is not.
+fn assert_in_order(got: &[u32], n: u32) {
+    let first_wrong = got.iter().zip(0..n).position(|(&g, k)| g != k);
+    assert!(
+        got.len() == n as usize && first_wrong.is_none(),
+        "{} of {n} packets; first out of place at {first_wrong:?}: {:?}",
+        got.len(),
+        &got[first_wrong.unwrap_or(0)..][..got.len().min(10)]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn packets_cross_every_path_and_arrive_in_order() {
+    let net = Arc::new(FakeNet::default());
+    let (a, mut b) = (site(&net, 1).await, site(&net, 2).await);
+    all_up(&a, &b).await;
+    for n in 0..3000 {
+        a.tun.inject.send(packet(A, B, n)).expect("inject");
+    }
+    let got = received(&mut b, 3000).await;
+    assert_in_order(&got, 3000);
+    let sa = status(&a).await;
+    for p in &sa.paths {
+        assert!(
+            p.tx_packets > 0,
+            "path[{}] carried nothing: {:?}",
+            p.id,
+            sa.paths
+        );
+    }
+    let sent: u64 = sa.paths.iter().map(|p| p.tx_packets - p.resent).sum();
+    assert_eq!(sent, 3000);
+    assert_eq!(sa.tun.read_packets, 3000);
+    assert_eq!(status(&b).await.tun.written_packets, 3000);
+}
+
+#[tokio::test(start_paused = true)]
+async fn what_the_peer_may_not_send_or_receive_is_dropped_and_counted() {
+    let net = Arc::new(FakeNet::default());
+    let (a, mut b) = (site(&net, 1).await, site(&net, 2).await);
+    all_up(&a, &b).await;
+    // Not for the peer: never sent.
+    a.tun
+        .inject
+        .send(packet(A, [192, 0, 2, 9], 1))
+        .expect("inject");
+    // From a source the peer may not use: sent, dropped at the peer.
+    a.tun
+        .inject
+        .send(packet([10, 99, 0, 1], B, 2))
+        .expect("inject");
+    a.tun.inject.send(packet(A, B, 3)).expect("inject");
+    assert_eq!(received(&mut b, 2).await, vec![3]);
+    let sa = status(&a).await;
+    assert_eq!(sa.tun.dropped_disallowed_destination, 1, "{:?}", sa.tun);
+    assert_eq!(status(&b).await.tun.dropped_disallowed_source, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cut_path_goes_down_and_the_flow_carries_on_in_order() {
+    let net = Arc::new(FakeNet::default());
+    let (a, mut b) = (site(&net, 1).await, site(&net, 2).await);
+    all_up(&a, &b).await;
+    let mut n = 0;
+    let mut send_for = |ms: u64| {
+        let a = &a;
+        let first = n;
+        n += ms as u32 * 10;
+        async move {
+            // About 100 Mbit/s, in 1 ms bursts.
+            for k in first..first + ms as u32 * 10 {
+                a.tun.inject.send(packet(A, B, k)).expect("inject");
+                if k % 10 == 9 {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+            }
+        }
+    };
+    send_for(300).await;
+    net.cut(addr(1, 1), true);
+    send_for(700).await;
+    let got = received(&mut b, n as usize).await;
+    assert!(got.windows(2).all(|w| w[0] < w[1]), "out of order");
+    assert!(
+        got.len() as f64 >= 0.99 * f64::from(n),
+        "{} of {n} arrived",
+        got.len()
+    );
+    let sa = status(&a).await;
+    assert_eq!(sa.paths[1].state, "down", "{:?}", sa.paths[1]);
+}
