@@ -1,9 +1,25 @@
 //! Counters a path's worker keeps, for the status server.
 
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
 use mptun_wg::OpenError;
 use serde::{Deserialize, Serialize};
 
-use crate::driver::Counter;
+/// A counter bumped by one task and read by the status server.
+#[derive(Default, Debug)]
+pub struct Counter(AtomicU64);
+
+impl Counter {
+    /// Add `n`.
+    pub fn add(&self, n: u64) {
+        self.0.fetch_add(n, Relaxed);
+    }
+
+    /// Read the current value.
+    pub fn get(&self) -> u64 {
+        self.0.load(Relaxed)
+    }
+}
 
 /// Socket and WireGuard counters of one path.
 #[derive(Default, Debug)]

@@ -12,7 +12,6 @@ pub mod lab;
 pub mod net;
 pub mod status;
 pub mod tunnel;
-mod worker;
 
 /// Return a random `u32` from the OS, for a sender epoch.
 pub fn random_epoch() -> anyhow::Result<u32> {

@@ -3,19 +3,15 @@
 
 use std::fmt::Write as _;
 
-use std::time::Instant;
-
 use anyhow::{bail, Context};
-use mptun_core::{Endpoint, PathState, RefusedStats};
+use mptun_core::{PathState, RefusedStats};
 use serde::{Deserialize, Serialize};
 use tokio::io::AsyncWriteExt;
 use tokio::net::UnixListener;
 use tokio::sync::{mpsc, oneshot};
 use tracing::warn;
 
-use crate::config::Config;
 use crate::counters::RejectSnapshot;
-use crate::driver::{PathInfo, StatusRequest, TunCounters};
 
 /// Prefix of the status sockets' names, one per interface. They live in the
 /// abstract namespace, which is per network namespace, so tunnels of the
@@ -173,8 +169,10 @@ impl RefusedSnapshot {
     }
 }
 
-fn state_name(state: PathState) -> &'static str {
+/// Return how `mptun show` names a path's state.
+pub(crate) fn state_name(state: PathState, echo_late: bool) -> &'static str {
     match state {
+        PathState::Up if echo_late => "up (echo late)",
         PathState::NoSession => "no session",
         PathState::Unconfirmed => "up (unconfirmed)",
         PathState::Up => "up",
@@ -183,119 +181,9 @@ fn state_name(state: PathState) -> &'static str {
     }
 }
 
-fn reorder_status(endpoint: &Endpoint) -> ReorderStatus {
-    let stats = endpoint.reorder_stats();
-    let waits = endpoint.waits();
-    let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
-    ReorderStatus {
-        hold_ms: ms(endpoint.hold()),
-        held_now: endpoint.held(),
-        waited: waits.count(),
-        wait_p50_ms: waits.quantile(0.5).map(ms),
-        wait_p99_ms: waits.quantile(0.99).map(ms),
-        wait_buckets: waits.nonzero_buckets(),
-        in_order: stats.in_order,
-        buffered: stats.buffered,
-        skipped_loss: stats.skipped_loss,
-        skipped_timeout: stats.skipped_timeout,
-        skipped_overflow: stats.skipped_overflow,
-        skipped_restart: stats.skipped_restart,
-        dropped_stale: stats.dropped_stale,
-        dropped_duplicate: stats.dropped_duplicate,
-        epoch_changes: endpoint.stats().epoch_changes,
-        nacks_for_old_run: endpoint.stats().nacks_for_old_run,
-        repair_wait_ms: endpoint.repair_wait().map(ms),
-        repairs_requested: stats.repairs_requested,
-        repaired: stats.repaired,
-        congestion_losses: stats.congestion_losses,
-    }
-}
-
-fn path_status(endpoint: &Endpoint, info: &PathInfo, now: Instant) -> PathStatus {
-    let id = info.id;
-    let state = endpoint.state(id);
-    let est = endpoint.estimate(id);
-    let stats = endpoint.path_stats(id);
-    let (handshake_at, handshake_rtt_ms) = info.handshake();
-    let c = &info.counters;
-    PathStatus {
-        id: id.0,
-        local: info.local.to_string(),
-        endpoint: info.endpoint().map(|e| e.to_string()),
-        up: matches!(state, PathState::Up | PathState::Unconfirmed),
-        state: if est.echo_late && state == PathState::Up {
-            "up (echo late)".to_string()
-        } else {
-            state_name(state).to_string()
-        },
-        srtt_ms: est.srtt_ms,
-        owd_rel_ms: est.owd_rel_ms,
-        queue_ms: est.queue_ms,
-        model_queue_ms: est.model_queue_ms,
-        rate_mbps: est.rate_mbps,
-        loss_pct: est.loss * 100.0,
-        tx_probes: stats.tx_probes,
-        rx_probes: stats.rx_probes,
-        tx_nacks: stats.tx_nacks,
-        rx_nacks: stats.rx_nacks,
-        late_echoes: est.late_echoes,
-        since_handshake_secs: handshake_at.map(|t| now.saturating_duration_since(t).as_secs_f64()),
-        handshake_rtt_ms,
-        tx_packets: stats.tx_packets,
-        tx_bytes: stats.tx_bytes,
-        resent: stats.resent,
-        rx_packets: stats.rx_packets,
-        rx_bytes: stats.rx_bytes,
-        send_errors: c.send_errors.get(),
-        recv_errors: c.recv_errors.get(),
-        rejected: c.rejected.snapshot(),
-        refused: stats.refused.into(),
-    }
-}
-
-/// Build the status of a running tunnel, in the endpoint task.
-pub(crate) fn snapshot(
-    config: &Config,
-    endpoint: &Endpoint,
-    paths: &[PathInfo],
-    tun: &TunCounters,
-    started: Instant,
-) -> Status {
-    let now = crate::driver::now();
-    let stats = endpoint.stats();
-    Status {
-        interface: config.interface.name.clone(),
-        public_key: mptun_wg::keys::encode_key(&mptun_wg::keys::public_key(
-            &config.interface.private_key,
-        )),
-        peer_public_key: mptun_wg::keys::encode_key(&config.peer.public_key),
-        mtu: config.interface.mtu,
-        epoch: endpoint.epoch(),
-        uptime_secs: now.saturating_duration_since(started).as_secs_f64(),
-        allowed_ips: config
-            .peer
-            .allowed_ips
-            .iter()
-            .map(|n| n.to_string())
-            .collect(),
-        tun: TunStatus {
-            read_packets: tun.read_packets,
-            written_packets: tun.written_packets,
-            dropped_no_path: stats.dropped_no_path,
-            dropped_not_ip: stats.dropped_not_ip,
-            dropped_disallowed_destination: tun.dropped_disallowed_destination,
-            dropped_disallowed_source: tun.dropped_disallowed_source,
-            dropped_path_queue_full: tun.dropped_path_queue_full_packets,
-            write_errors: tun.write_errors,
-        },
-        reorder: reorder_status(endpoint),
-        paths: paths
-            .iter()
-            .filter(|p| p.id.index() < endpoint.path_count())
-            .map(|p| path_status(endpoint, p, now))
-            .collect(),
-    }
-}
+/// A request for a status snapshot, answered by the task that owns the
+/// tunnel's state.
+pub(crate) type StatusRequest = oneshot::Sender<Status>;
 
 /// Serves status snapshots until dropped.
 pub(crate) struct StatusServer {

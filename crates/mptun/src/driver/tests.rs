@@ -11,6 +11,7 @@ use tokio::sync::oneshot;
 
 use super::*;
 use crate::fake::{FakeNet, FakeTun, TunHandle};
+use crate::status::Status;
 
 const PATHS: usize = 3;
 

@@ -11,7 +11,7 @@ use mptun_wg::{Opened, PathSession};
 use tokio::sync::mpsc;
 use tracing::{debug, info};
 
-use crate::driver::{destination, PathInfo, ToEndpoint, ToPath, HEADROOM, TUN_BATCH};
+use super::shared::{destination, now, PathInfo, ToEndpoint, ToPath, HEADROOM, TUN_BATCH};
 use crate::io::{PathSocket, RecvMeta, MAX_PACKET};
 
 /// How often WireGuard's timers run, as boringtun expects.
@@ -30,7 +30,7 @@ const MAX_SEGMENTS: usize = 64;
 const POOL_KEEP: usize = 512;
 
 /// One path's worker.
-pub(crate) struct PathWorker<S> {
+pub(super) struct PathWorker<S> {
     pub id: PathId,
     pub session: PathSession,
     pub socket: S,
@@ -114,7 +114,7 @@ impl<S: PathSocket> PathWorker<S> {
                         self.session.initiate_now(&mut scratch, |d| state.replies.push(d.to_vec()));
                     }
                     self.send_replies(&mut state, None).await;
-                    let now = crate::driver::now();
+                    let now = now();
                     let at = self.session.since_handshake().and_then(|d| now.checked_sub(d));
                     self.info().set_handshake(at, self.session.handshake_rtt_ms());
                     self.tell_session(&mut state, alive && self.session.is_established()).await;
