@@ -15,6 +15,16 @@ const PATHS: usize = 3;
 const RATE_MBIT: f64 = 50.0;
 const SECONDS: f64 = 5.0;
 
+/// Take the machine for one test at a time: each measures rates and losses
+/// of traffic that needs the CPU, and on a two-core host a test running
+/// beside another would measure the other's load as well.
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static MACHINE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    MACHINE
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
@@ -76,6 +86,7 @@ fn one_tcp_flow_uses_every_path_in_order_and_teardown_is_clean() {
         eprintln!("skipped: needs root for network namespaces");
         return;
     }
+    let _machine = one_at_a_time();
     let topo = lab();
     let exe = std::path::Path::new(env!("CARGO_BIN_EXE_mptun"));
 
@@ -183,6 +194,7 @@ fn garbage_on_a_path_and_a_peer_restart_lose_nothing_else() {
         eprintln!("skipped: needs root for network namespaces");
         return;
     }
+    let _machine = one_at_a_time();
     let topo = lab();
     let exe = std::path::Path::new(env!("CARGO_BIN_EXE_mptun"));
     let mut sites =
@@ -241,6 +253,7 @@ fn garbage_on_a_path_and_a_peer_restart_lose_nothing_else() {
 #[ignore = "benchmark: run by hand, figures go in the README"]
 fn benchmark_one_flow_over_three_200_mbit_paths() {
     assert!(is_root(), "needs root");
+    let _machine = one_at_a_time();
     let topo = tbf_lab(200.0);
     let exe = std::path::Path::new(env!("CARGO_BIN_EXE_mptun"));
     let (ns_a, ns_b) = (topo.ns_a(), topo.ns_b());
@@ -280,6 +293,7 @@ fn lab_equal_scenario_beats_the_best_single_path() {
         eprintln!("skipped: needs root for network namespaces");
         return;
     }
+    let _machine = one_at_a_time();
     // The emulator binary is found beside the test (`cargo test --workspace`
     // builds it, as mptun-netem has integration tests of its own).
     let mut scenario =
