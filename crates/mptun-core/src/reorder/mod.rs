@@ -237,7 +237,7 @@ impl<P> ReorderBuffer<P> {
     ) -> Result<Verdict, (DropReason, P)> {
         let seq = arrival.seq;
         self.evidence.note(now, arrival);
-        self.request_repairs(now, Some(seq), self.hold() / 2);
+        self.request_repairs(now, Some(seq), self.hold());
         self.evidence.arrived(now);
 
         let mut offset = seq.distance_from(self.window.next());
@@ -325,6 +325,11 @@ impl<P> ReorderBuffer<P> {
             if now.saturating_duration_since(arrived) < self.hold() {
                 break;
             }
+            // What is still missing before the packet that waited the hold
+            // is most likely lost, though not every path has said so (one
+            // that carries little may deliver nothing past it for long):
+            // ask for it, and wait for the repair rather than give it up.
+            self.judge_gaps(now, seq, None);
             // Give up on everything before the packet that waited longest
             // (it and whatever follows it contiguously are released), but
             // not on a gap whose repair is still due.
@@ -362,12 +367,18 @@ impl<P> ReorderBuffer<P> {
     /// filled yet; only while packets come densely. A path silent for
     /// `quiet` is left out (see [`LossEvidence::evident`]).
     fn request_repairs(&mut self, now: Instant, arriving: Option<Seq>, quiet: Duration) {
+        if let Some(evident) = self.evidence.evident(now, quiet) {
+            self.judge_gaps(now, evident, arriving);
+        }
+    }
+
+    /// Ask for a repair of every gap before `end` not judged yet, but
+    /// `arriving` and a loss at a congested path's queue; only while packets
+    /// come densely.
+    fn judge_gaps(&mut self, now: Instant, end: Seq, arriving: Option<Seq>) {
         let dense = self.dense(now);
-        let Some(evident) = self.evidence.evident(now, quiet) else {
-            return;
-        };
         let next = self.window.next();
-        while let Some(gap) = self.repairs.next_to_judge(next, evident) {
+        while let Some(gap) = self.repairs.next_to_judge(next, end) {
             if self.window.holds(gap) || Some(gap) == arriving {
                 continue;
             }
@@ -678,47 +689,65 @@ mod tests {
     #[test]
     fn a_gap_a_silent_path_left_is_asked_for_before_the_hold_time_runs_out() {
         // Path 1 died with 1 in flight: it will never deliver past it to
-        // say it is lost, so its silence has to, once it has lasted half
-        // the hold (10 ms) while path 0 went on delivering.
+        // say it is lost, so its silence has to.
         let mut h = Harness::repairing();
         h.feed(0, P1, 0);
-        for seq in 2..11 {
+        for seq in 2..21 {
             h.feed(seq as u64 - 1, P0, seq);
         }
         assert!(
             h.buf.poll_nacks().is_empty(),
             "asked while path 1 may bring it"
         );
-        h.feed(10, P0, 11);
+        h.feed(20, P0, 21);
         assert_eq!(h.buf.poll_nacks(), vec![Seq(1)]);
-        h.tick(15);
-        assert_eq!(h.delivered, vec![0], "given up while its repair was due");
-        h.repair_arrives(16, 1, 12);
+        h.tick(21);
+        assert_eq!(h.delivered, vec![0], "given up at the hold time");
+        h.repair_arrives(26, 1, 22);
     }
 
     #[test]
     fn a_silent_path_whose_gap_times_out_between_packets_still_gets_it_asked_for() {
         // 3 came on path 0 and waits for 1 and 2; path 1 brings 1 two
-        // milliseconds later, then dies with 2. Path 0's last packet comes
-        // just before path 1 has been silent for half the hold, and none
-        // comes after to notice: when 3 has waited the hold time, the timer
-        // must ask for 2 rather than give it up.
+        // milliseconds later, then dies with 2. When 3 has waited the hold
+        // time, path 1 has been silent a little less than that, and no
+        // packet comes in that moment to notice: the timer must ask for 2
+        // rather than give it up.
         let mut h = Harness::repairing();
         h.feed(0, P1, 0);
         h.feed(0, P0, 3);
         h.feed(2, P1, 1);
-        for seq in 4..15 {
+        for seq in 4..16 {
             h.feed(seq as u64 - 3, P0, seq);
         }
-        assert!(
-            h.buf.poll_nacks().is_empty(),
-            "asked for a packet in flight"
-        );
         assert_eq!(h.buf.poll_timeout(), Some(h.at(20)));
         h.tick(20);
         assert_eq!(h.buf.poll_nacks(), vec![Seq(2)]);
         assert_eq!(h.delivered, vec![0, 1], "given up at the hold time");
-        h.repair_arrives(25, 2, 15);
+        h.repair_arrives(25, 2, 16);
+    }
+
+    #[test]
+    fn a_gap_still_open_when_the_hold_runs_out_is_asked_for_not_given_up() {
+        // 2 was lost on path 0. Path 1 carries little, and what it does
+        // bring is older (1, late): it never delivers past 2, yet it is
+        // not silent. Once 3 has waited the hold, 2 is most likely lost:
+        // asked for, and waited for one repair time more.
+        let mut h = Harness::repairing();
+        h.feed(0, P1, 0);
+        for seq in 3..13 {
+            h.feed(seq as u64 - 2, P0, seq);
+        }
+        h.feed(18, P1, 1);
+        assert!(
+            h.buf.poll_nacks().is_empty(),
+            "asked before the hold ran out"
+        );
+        assert_eq!(h.buf.poll_timeout(), Some(h.at(21)));
+        h.tick(21);
+        assert_eq!(h.buf.poll_nacks(), vec![Seq(2)]);
+        assert_eq!(h.delivered, vec![0, 1], "given up at the hold time");
+        h.repair_arrives(25, 2, 13);
     }
 
     #[test]
