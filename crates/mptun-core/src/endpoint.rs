@@ -210,6 +210,7 @@ impl Endpoint {
     /// `packets`: number each, pick its path, log it for repairs and queue
     /// it with its trailer for that path.
     pub fn handle_tun(&mut self, now: Instant, packets: &mut Vec<PacketBuf>) {
+        let mut delivering = self.paths.still_delivering(now);
         for buf in packets.drain(..) {
             if ip::packet_len(buf.packet()).is_none() {
                 self.stats.dropped_not_ip += 1;
@@ -228,7 +229,12 @@ impl Endpoint {
             };
             let seq = self.next_seq;
             self.next_seq = seq.next();
-            let trailer = self.paths.charge(now, path, seq, len, self.epoch, false);
+            // The receiver waits for gaps only on paths that may still
+            // deliver them: those that carried data lately, and this one. A
+            // path that is eligible but idle would otherwise hold up every
+            // loss release.
+            delivering.insert(path);
+            let trailer = self.data_trailer(now, path, seq, len, delivering, false);
             self.scheduler.note_sent(path);
             self.sent.record(seq, path, buf.packet());
             self.queue_data(path, &trailer, buf);
@@ -520,6 +526,7 @@ impl Endpoint {
             self.stats.nacks_for_old_run += 1;
             return;
         }
+        let delivering = self.paths.still_delivering(now);
         for seq in nack.seqs() {
             let mut copy = self.pool.take(0);
             let Some(lost_on) = self.sent.take_for_resend(seq).map(|(lost_on, packet)| {
@@ -538,9 +545,35 @@ impl Endpoint {
                 self.pool.put(copy);
                 continue;
             };
-            let trailer = self.paths.charge(now, path, seq, len, self.epoch, true);
+            // A repair does not make its path one the receiver must wait on
+            // for gaps: nothing sent after it follows it there.
+            let mut carrying = delivering;
+            carrying.insert(path);
+            let trailer = self.data_trailer(now, path, seq, len, carrying, true);
             self.path_stats[path.index()].resent += 1;
             self.queue_data(path, &trailer, copy);
+        }
+    }
+
+    /// Account for a data packet numbered `seq` sent on `path`, and return
+    /// its trailer.
+    fn data_trailer(
+        &mut self,
+        now: Instant,
+        path: PathId,
+        seq: Seq,
+        len: usize,
+        paths_in_use: PathSet,
+        repair: bool,
+    ) -> Trailer {
+        let charged = self.paths.charge(now, path, len, repair);
+        Trailer {
+            seq,
+            path_seq: charged.path_seq,
+            epoch: self.epoch,
+            paths_in_use,
+            kind: Kind::Data,
+            congested: charged.congested,
         }
     }
 

@@ -22,7 +22,7 @@ use crate::path::{
     Path, PathChange, PathEstimate, PathEvent, PathId, PathSet, PathState, PathTimer, CONGESTED_US,
 };
 use crate::seq::Seq;
-use crate::wire::{Kind, Probe, Trailer};
+use crate::wire::Probe;
 
 /// Loss above which a path is set aside while another is clean. Repairs
 /// hide a path's losses from the inner flow, at the cost of a round trip's
@@ -38,6 +38,15 @@ const HOLD_FLOOR: Duration = Duration::from_millis(2);
 /// How long a path may stay down before a fresh WireGuard handshake is worth
 /// trying: the peer may have restarted and lost its session.
 const REHANDSHAKE_AFTER: Duration = Duration::from_secs(1);
+
+/// What [`PathTable::charge`] tells of a packet sent.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Charged {
+    /// Its number on its path.
+    pub path_seq: Seq,
+    /// Whether the path had a standing queue.
+    pub congested: bool,
+}
 
 /// Every path of one tunnel.
 pub(crate) struct PathTable {
@@ -83,7 +92,11 @@ impl PathTable {
 
     /// Return `now` in µs on the clock our probes carry.
     pub fn micros(&self, now: Instant) -> u64 {
-        now.saturating_duration_since(self.origin).as_micros() as u64
+        let since = now.saturating_duration_since(self.origin);
+        since
+            .as_secs()
+            .saturating_mul(1_000_000)
+            .saturating_add(u64::from(since.subsec_micros()))
     }
 
     fn set_state(&mut self, i: usize, state: PathState, change: PathChange) {
@@ -208,36 +221,18 @@ impl PathTable {
         set
     }
 
-    /// Account for `len` bytes numbered `seq` sent on `path` at `now`, and
-    /// return their trailer. A repair does not make its path one the
-    /// receiver must wait on for gaps: nothing sent after it follows it
-    /// there.
-    pub fn charge(
-        &mut self,
-        now: Instant,
-        path: PathId,
-        seq: Seq,
-        len: usize,
-        epoch: u32,
-        repair: bool,
-    ) -> Trailer {
-        // The receiver waits for gaps only on paths that may still deliver
-        // them: those that carried data lately, and this one. A path that is
-        // eligible but idle would otherwise hold up every loss release.
-        let mut carrying = self.still_delivering(now);
-        carrying.insert(path);
+    /// Account for a data packet of `len` bytes sent on `path` at `now`
+    /// (a repair if `repair`); return its place on the path and whether it
+    /// went into a standing queue there.
+    pub fn charge(&mut self, now: Instant, path: PathId, len: usize, repair: bool) -> Charged {
         let p = &mut self.paths[path.index()];
-        let trailer = Trailer {
-            seq,
+        let charged = Charged {
             path_seq: p.next_path_seq,
-            epoch,
-            paths_in_use: carrying,
-            kind: Kind::Data,
             congested: p.queueing_us() > CONGESTED_US,
         };
         p.next_path_seq = p.next_path_seq.next();
-        if trailer.congested {
-            p.delivery.sent_congested(trailer.path_seq);
+        if charged.congested {
+            p.delivery.sent_congested(charged.path_seq);
         }
         p.add_to_queue(now, len);
         if !repair {
@@ -247,7 +242,7 @@ impl PathTable {
             }
             p.last_data_sent = Some(now);
         }
-        trailer
+        charged
     }
 
     /// Count a data packet of `len` bytes received on `path` at `now` as
@@ -257,7 +252,7 @@ impl PathTable {
         let Some(p) = self.paths.get_mut(path.index()) else {
             return 0;
         };
-        if !p.probe_fast(now) {
+        if p.last_data_received != Some(now) && !p.probe_fast(now) {
             // Becoming busy: probe sooner.
             p.probes.hurry(now);
         }

@@ -17,8 +17,12 @@ impl QueueModel {
     /// Drain what the path carried since the model was last touched, at
     /// `rate` bytes per µs.
     pub fn drain(&mut self, now: Instant, rate: f64) {
+        // Every packet of a batch comes at one `now`: drained already.
+        if self.at == Some(now) {
+            return;
+        }
         if let Some(at) = self.at {
-            let elapsed = now.saturating_duration_since(at).as_micros() as f64;
+            let elapsed = now.saturating_duration_since(at).as_secs_f64() * 1e6;
             self.bytes = (self.bytes - elapsed * rate).max(0.0);
         }
         self.at = Some(now);
@@ -57,7 +61,7 @@ impl QueueModel {
     ) {
         let met = met_us * rate;
         let sent_since = self.sent_total.saturating_sub(sent_before) as f64;
-        let drained = now.saturating_duration_since(probe_at).as_micros() as f64 * rate;
+        let drained = now.saturating_duration_since(probe_at).as_secs_f64() * 1e6 * rate;
         self.bytes = (met + sent_since - drained).max(0.0);
         self.at = Some(now);
     }

@@ -237,7 +237,10 @@ impl<P> ReorderBuffer<P> {
     ) -> Result<Verdict, (DropReason, P)> {
         let seq = arrival.seq;
         self.evidence.note(now, arrival);
-        self.request_repairs(now, Some(seq), self.hold());
+        // In order with nothing held, there is no gap to judge.
+        if seq != self.window.next() || self.window.held() > 0 {
+            self.request_repairs(now, Some(seq), self.hold());
+        }
         self.evidence.arrived(now);
 
         let mut offset = seq.distance_from(self.window.next());
