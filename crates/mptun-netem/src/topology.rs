@@ -25,6 +25,10 @@ use crate::NetemError;
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 
+/// What every topology namespace's name starts with, before the pid of the
+/// process that built it.
+const PREFIX: &str = "mptn";
+
 /// `tbf` settings for the baseline mode (applied on both ends' egress).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TbfShape {
@@ -259,9 +263,10 @@ impl Topology {
     }
 
     pub fn build(opts: TopologyOptions, mode: Mode) -> Result<Self, NetemError> {
+        remove_orphans(Duration::from_secs(1));
         let prefix = opts.prefix.unwrap_or_else(|| {
             format!(
-                "mptn{}-{}",
+                "{PREFIX}{}-{}",
                 std::process::id(),
                 COUNTER.fetch_add(1, Ordering::Relaxed)
             )
@@ -524,17 +529,59 @@ impl Drop for Topology {
 /// never get to run their `Drop`. Stops every process inside those
 /// namespaces (SIGTERM, then SIGKILL after `grace`) and deletes them.
 pub fn remove_all_of_process(grace: Duration) {
-    let prefix = format!("mptn{}-", std::process::id());
-    let list = Command::new("ip").args(["netns", "list"]).output();
-    let names: Vec<String> = match list {
+    let prefix = format!("{PREFIX}{}-", std::process::id());
+    let names: Vec<String> = namespaces()
+        .into_iter()
+        .filter(|n| n.starts_with(&prefix))
+        .collect();
+    remove_namespaces(&names, grace);
+}
+
+/// Remove the topologies of processes that are gone: a lab or test killed
+/// with SIGKILL never runs `Drop`, and its namespaces would otherwise stay
+/// until reboot. A namespace whose creator's pid now names another
+/// process is left alone: it may be that process's.
+pub fn remove_orphans(grace: Duration) {
+    let orphans: Vec<String> = namespaces()
+        .into_iter()
+        .filter(|n| creator_pid(n).is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists()))
+        .collect();
+    if !orphans.is_empty() {
+        eprintln!(
+            "mptun-netem topology: removing namespaces of exited processes: {}",
+            orphans.join(" ")
+        );
+    }
+    remove_namespaces(&orphans, grace);
+}
+
+/// The pid in a topology namespace's name (`mptn<pid>-<n>-<side>`).
+fn creator_pid(name: &str) -> Option<u32> {
+    let rest = name.strip_prefix(PREFIX)?;
+    let (pid, rest) = rest.split_once('-')?;
+    // Both the topology counter and the side must follow.
+    rest.split_once('-')?;
+    pid.parse().ok()
+}
+
+/// The names of every network namespace on the host.
+fn namespaces() -> Vec<String> {
+    match Command::new("ip").args(["netns", "list"]).output() {
         Ok(out) => String::from_utf8_lossy(&out.stdout)
             .lines()
             .filter_map(|l| l.split_whitespace().next())
-            .filter(|n| n.starts_with(&prefix))
             .map(str::to_string)
             .collect(),
-        Err(_) => return,
-    };
+        Err(_) => Vec::new(),
+    }
+}
+
+/// Stop every process inside `names` (SIGTERM, then SIGKILL after
+/// `grace`) and delete the namespaces.
+fn remove_namespaces(names: &[String], grace: Duration) {
+    if names.is_empty() {
+        return;
+    }
     let pids = |ns: &str| -> Vec<libc::pid_t> {
         Command::new("ip")
             .args(["netns", "pids", ns])
@@ -549,7 +596,7 @@ pub fn remove_all_of_process(grace: Duration) {
     };
     for signal in [libc::SIGTERM, libc::SIGKILL] {
         let mut any = false;
-        for ns in &names {
+        for ns in names {
             for pid in pids(ns) {
                 any = true;
                 // SAFETY: kill has no memory-safety preconditions.
@@ -566,7 +613,7 @@ pub fn remove_all_of_process(grace: Duration) {
             std::thread::sleep(Duration::from_millis(50));
         }
     }
-    for ns in &names {
+    for ns in names {
         let _ = ip(&["netns", "del", ns]);
     }
 }
@@ -582,4 +629,20 @@ pub fn can_build() -> bool {
         .status()
         .map(|s| s.success())
         .unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::creator_pid;
+
+    #[test]
+    fn the_creator_pid_is_read_only_from_topology_names() {
+        assert_eq!(creator_pid("mptn26836-0-a"), Some(26836));
+        assert_eq!(creator_pid("mptn7-12-m"), Some(7));
+        assert_eq!(creator_pid("mptn26836"), None);
+        assert_eq!(creator_pid("mptn26836-0"), None);
+        assert_eq!(creator_pid("mptnx-0-a"), None);
+        assert_eq!(creator_pid("blue"), None);
+        assert_eq!(creator_pid("site-a"), None);
+    }
 }
