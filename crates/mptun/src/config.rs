@@ -6,16 +6,11 @@ use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use mptun_core::{ReorderConfig, MAX_PATHS, TRAILER_LEN};
+use mptun_core::{ReorderConfig, MAX_PATHS};
 use mptun_wg::keys::{decode_key, KeyError};
-use mptun_wg::WG_DATA_OVERHEAD;
 use serde::Deserialize;
 
 use crate::ipnet::IpNet;
-
-/// Path MTU assumed for the outer packets when deriving the TUN MTU.
-pub const PATH_MTU: usize = 1500;
-const UDP_HEADER: usize = 8;
 
 /// A problem with a config file: which file, which key, what is wrong.
 #[derive(Debug, thiserror::Error)]
@@ -125,8 +120,9 @@ pub struct Interface {
     pub addresses: Vec<IpNet>,
     /// TUN device name.
     pub name: String,
-    /// TUN MTU; derived from the paths when not configured.
-    pub mtu: u16,
+    /// TUN MTU if configured; else derived from the paths when the tunnel
+    /// starts ([`crate::mtu`]).
+    pub mtu: Option<u16>,
     /// Packets the kernel queues for us on the TUN device before dropping.
     pub txqueuelen: u32,
     /// Route management.
@@ -195,13 +191,6 @@ impl PathConfig {
 pub const TXQUEUELEN_DEFAULT: u32 = 1000;
 const TXQUEUELEN_MIN: u32 = 16;
 const TXQUEUELEN_MAX: u32 = 100_000;
-
-/// Return the largest inner packet that fits a 1500-byte path MTU over the
-/// given outer IP version without fragmenting the outer datagram.
-pub fn derived_mtu(outer_ipv6: bool) -> u16 {
-    let outer_ip = if outer_ipv6 { 40 } else { 20 };
-    (PATH_MTU - outer_ip - UDP_HEADER - WG_DATA_OVERHEAD - TRAILER_LEN) as u16
-}
 
 /// Things worth telling the operator that do not stop the config from
 /// loading.
@@ -455,16 +444,9 @@ impl Config {
                         format!("must be {min} to 65535, not {m}"),
                     ));
                 }
-                let fits = u32::from(derived_mtu(paths.iter().any(PathConfig::may_be_ipv6)));
-                if m > fits {
-                    warnings.push(format!(
-                        "{file}: interface.mtu = {m} is more than the {fits} that fits a {PATH_MTU}-byte path MTU; \
-                         outer packets will be fragmented"
-                    ));
-                }
-                m as u16
+                Some(m as u16)
             }
-            None => derived_mtu(paths.iter().any(PathConfig::may_be_ipv6)),
+            None => None,
         };
         let txqueuelen = match i.txqueuelen {
             Some(n) if !(TXQUEUELEN_MIN..=TXQUEUELEN_MAX).contains(&n) => {

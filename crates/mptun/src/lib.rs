@@ -9,6 +9,7 @@ mod fake;
 pub mod io;
 pub mod ipnet;
 pub mod lab;
+pub mod mtu;
 pub mod net;
 pub mod status;
 pub mod tunnel;

@@ -119,12 +119,14 @@ fn check(path: &std::path::Path) -> anyhow::Result<()> {
     for w in &warnings {
         eprintln!("warning: {w}");
     }
+    let mtu = mptun::mtu::tun_mtu(&config);
     println!(
-        "{}: ok: interface {}, {} path(s), mtu {}",
+        "{}: ok: interface {}, {} path(s), mtu {} ({})",
         path.display(),
         config.interface.name,
         config.paths.len(),
-        config.interface.mtu
+        mtu.mtu,
+        mtu.source
     );
     Ok(())
 }

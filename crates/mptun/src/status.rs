@@ -45,6 +45,8 @@ pub struct Status {
     pub public_key: String,
     pub peer_public_key: String,
     pub mtu: u16,
+    /// Where the MTU came from: `interface.mtu` or the paths' interfaces.
+    pub mtu_source: String,
     pub epoch: u32,
     pub uptime_secs: f64,
     pub allowed_ips: Vec<String>,
@@ -290,8 +292,8 @@ pub fn render(s: &Status) -> String {
     let _ = writeln!(o, "  public key: {}", s.public_key);
     let _ = writeln!(
         o,
-        "  mtu: {}, epoch: {:08x}, up {:.0} s",
-        s.mtu, s.epoch, s.uptime_secs
+        "  mtu: {} ({}), epoch: {:08x}, up {:.0} s",
+        s.mtu, s.mtu_source, s.epoch, s.uptime_secs
     );
     let r = &s.reorder;
     let _ = writeln!(

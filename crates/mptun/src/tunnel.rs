@@ -14,6 +14,7 @@ use tun_rs::AsyncDevice;
 
 use crate::config::{Config, PathConfig};
 use crate::driver::Driver;
+use crate::mtu::{tun_mtu, MtuSource};
 
 /// Socket buffer size asked for on every path; generous because a burst
 /// striped over paths arrives on all of them at once.
@@ -85,11 +86,11 @@ fn set_buffer_sizes(socket: &Socket) {
 }
 
 /// Create the TUN device with its addresses, MTU and queue length, up.
-fn create_tun(config: &Config) -> anyhow::Result<AsyncDevice> {
+fn create_tun(config: &Config, mtu: u16) -> anyhow::Result<AsyncDevice> {
     let i = &config.interface;
     let tun = tun_rs::DeviceBuilder::new()
         .name(&i.name)
-        .mtu(i.mtu)
+        .mtu(mtu)
         .tx_queue_len(i.txqueuelen)
         .enable(true)
         .build_async()
@@ -124,10 +125,19 @@ impl Tunnel {
         for (n, pc) in config.paths.iter().enumerate() {
             sockets.push(bind_path_socket(PathId(n as u8), pc)?);
         }
-        let tun = create_tun(&config)?;
+        let mtu = tun_mtu(&config);
+        match &mtu.source {
+            MtuSource::Configured { fits } if u32::from(mtu.mtu) > *fits => warn!(
+                mtu = mtu.mtu,
+                fits,
+                "interface.mtu is more than fits the paths' MTU: outer packets will be fragmented"
+            ),
+            source => info!(mtu = mtu.mtu, %source, "TUN MTU"),
+        }
+        let tun = create_tun(&config, mtu.mtu)?;
         let routes = crate::net::Routes::add(&config)?;
         let name = config.interface.name.clone();
-        let driver = Driver::spawn(Arc::new(config), epoch, tun, sockets)?;
+        let driver = Driver::spawn(Arc::new(config), epoch, tun, mtu, sockets)?;
         let status = match crate::status::StatusServer::start(&name, driver.status.clone()) {
             Ok(server) => Some(server),
             Err(e) => {

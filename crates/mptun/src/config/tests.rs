@@ -49,8 +49,7 @@ fn valid_config_loads_with_defaults() {
     assert_eq!(c.paths.len(), 3);
     assert_eq!(c.interface.name, "mptun0");
     assert_eq!(c.interface.table, Table::Auto);
-    // All paths IPv4: 1500 - 20 IP - 8 UDP - 32 WireGuard - 16 trailer.
-    assert_eq!(c.interface.mtu, 1424);
+    assert_eq!(c.interface.mtu, None, "derived from the paths at start");
     assert_eq!(c.interface.txqueuelen, 1000);
     assert_eq!(c.peer.persistent_keepalive, Some(10));
     assert_eq!(
@@ -59,12 +58,6 @@ fn valid_config_loads_with_defaults() {
     );
     assert!(c.paths.iter().all(|p| p.weight.is_none()));
     assert_eq!(c.interface.scheduler, Scheduler::Adaptive);
-}
-
-#[test]
-fn ipv6_paths_lower_the_derived_mtu() {
-    let text = valid().replace("198.51.100.2:51822", "[2001:db8::2]:51822");
-    assert_eq!(parse(&text).unwrap().interface.mtu, 1404);
 }
 
 #[test]

@@ -13,6 +13,7 @@ use super::shared::{
 };
 use crate::config::Config;
 use crate::io::TunDevice;
+use crate::mtu::TunMtu;
 use crate::status::{PathStatus, ReorderStatus, Status, StatusRequest, TunStatus};
 
 /// How often a path down for long is offered a fresh WireGuard handshake.
@@ -29,6 +30,7 @@ const SPARE_BATCHES: usize = 64;
 pub(super) struct EndpointTask<T> {
     pub config: Arc<Config>,
     pub endpoint: Endpoint,
+    pub mtu: TunMtu,
     pub tun: T,
     pub paths: Arc<Vec<PathInfo>>,
     pub to_paths: Vec<mpsc::Sender<ToPath>>,
@@ -55,7 +57,7 @@ impl<T: TunDevice> EndpointTask<T> {
     /// Run until the TUN device fails for good or every path worker is gone.
     pub async fn run(mut self) -> anyhow::Result<()> {
         let mut state = State {
-            pool: BufPool::new(buf_capacity(self.config.interface.mtu), POOL_KEEP),
+            pool: BufPool::new(buf_capacity(self.mtu.mtu), POOL_KEEP),
             counters: TunCounters::default(),
             read: Vec::with_capacity(TUN_BATCH),
             delivered: Vec::with_capacity(TUN_BATCH),
@@ -209,7 +211,8 @@ impl<T: TunDevice> EndpointTask<T> {
                 &config.interface.private_key,
             )),
             peer_public_key: mptun_wg::keys::encode_key(&config.peer.public_key),
-            mtu: config.interface.mtu,
+            mtu: self.mtu.mtu,
+            mtu_source: self.mtu.source.to_string(),
             epoch: self.endpoint.epoch(),
             uptime_secs: now.saturating_duration_since(self.started).as_secs_f64(),
             allowed_ips: config

@@ -50,6 +50,7 @@ use tracing::info;
 
 use crate::config::{Config, Scheduler};
 use crate::io::{PathSocket, TunDevice};
+use crate::mtu::TunMtu;
 use crate::status::StatusRequest;
 use endpoint_task::EndpointTask;
 use shared::{buf_capacity, ENDPOINT_QUEUE, PATH_QUEUE};
@@ -68,11 +69,11 @@ fn scheduling_policy(config: &Config) -> Policy {
 }
 
 /// The endpoint's settings from the config.
-fn endpoint_config(config: &Config, epoch: u32) -> EndpointConfig {
+fn endpoint_config(config: &Config, epoch: u32, mtu: u16) -> EndpointConfig {
     EndpointConfig {
         policy: scheduling_policy(config),
         reorder: config.interface.reorder,
-        buf_capacity: buf_capacity(config.interface.mtu),
+        buf_capacity: buf_capacity(mtu),
         ..EndpointConfig::new(epoch, config.paths.len())
     }
 }
@@ -93,6 +94,7 @@ impl Driver {
         config: Arc<Config>,
         epoch: u32,
         tun: T,
+        mtu: TunMtu,
         sockets: Vec<S>,
     ) -> anyhow::Result<Driver> {
         let session_config = SessionConfig {
@@ -121,7 +123,7 @@ impl Driver {
         let (status_tx, status_rx) = mpsc::channel(4);
         let now = now();
         let mut tasks = JoinSet::new();
-        let buf_capacity = buf_capacity(config.interface.mtu);
+        let buf_capacity = buf_capacity(mtu.mtu);
         for (n, (socket, from_endpoint)) in sockets.into_iter().zip(path_queues).enumerate() {
             let worker = PathWorker {
                 id: PathId(n as u8),
@@ -136,9 +138,10 @@ impl Driver {
         }
         drop(to_endpoint);
         let task = EndpointTask {
-            endpoint: Endpoint::new(now, endpoint_config(&config, epoch)),
+            endpoint: Endpoint::new(now, endpoint_config(&config, epoch, mtu.mtu)),
             config,
             tun,
+            mtu,
             paths: paths.clone(),
             to_paths,
             from_paths,

@@ -11,6 +11,7 @@ use tokio::sync::oneshot;
 
 use super::*;
 use crate::fake::{FakeNet, FakeTun, TunHandle};
+use crate::mtu::MtuSource;
 use crate::status::Status;
 
 const PATHS: usize = 3;
@@ -51,7 +52,11 @@ struct Site {
 async fn site(net: &Arc<FakeNet>, n: u8) -> Site {
     let (tun, handle) = FakeTun::new();
     let sockets = (0..PATHS).map(|p| net.socket(addr(n, p))).collect();
-    let driver = Driver::spawn(Arc::new(config(n)), u32::from(n) * 1000, tun, sockets)
+    let mtu = TunMtu {
+        mtu: 1420,
+        source: MtuSource::Configured { fits: 1420 },
+    };
+    let driver = Driver::spawn(Arc::new(config(n)), u32::from(n) * 1000, tun, mtu, sockets)
         .expect("driver starts");
     Site {
         driver,
