@@ -1,6 +1,7 @@
 //! The two kinds of device the driver moves bytes between, as small traits:
-//! the TUN device and a path's UDP socket. The real ones are here; the
-//! driver's tests use in-memory ones ([`crate::fake`]).
+//! the TUN device and a path's UDP socket. The real ones are in
+//! [`crate::tun`] and [`crate::udp`]; the driver's tests use in-memory
+//! ones ([`crate::fake`]).
 
 use std::future::Future;
 use std::io;
@@ -74,84 +75,4 @@ pub trait PathSocket: Send + Sync + 'static {
         contents: &[u8],
         segment: usize,
     ) -> impl Future<Output = io::Result<()>> + Send;
-}
-
-impl TunDevice for tun_rs::AsyncDevice {
-    async fn read(
-        &self,
-        pool: &mut BufPool,
-        head: usize,
-        out: &mut Vec<PacketBuf>,
-        max: usize,
-    ) -> io::Result<()> {
-        let room = pool.capacity().saturating_sub(head);
-        let mut buf = pool.take(head);
-        let n = self.recv(buf.room(head, room)).await?;
-        buf.set_len(n);
-        out.push(buf);
-        // Take what else is queued, up to `max`, without waiting again.
-        while out.len() < max {
-            let mut buf = pool.take(head);
-            match self.try_recv(buf.room(head, room)) {
-                Ok(n) => {
-                    buf.set_len(n);
-                    out.push(buf);
-                }
-                Err(_) => {
-                    pool.put(buf);
-                    break;
-                }
-            }
-        }
-        Ok(())
-    }
-
-    fn write(&self, packets: &mut [PacketBuf]) -> usize {
-        // A TUN write hands the packet to the kernel's receive path and does
-        // not block.
-        packets
-            .iter()
-            .filter(|p| self.try_send(p.packet()).is_err())
-            .count()
-    }
-}
-
-impl PathSocket for tokio::net::UdpSocket {
-    fn local_addr(&self) -> io::Result<SocketAddr> {
-        tokio::net::UdpSocket::local_addr(self)
-    }
-
-    async fn recv(&self, bufs: &mut [Vec<u8>], meta: &mut [RecvMeta]) -> io::Result<usize> {
-        let Some(first) = bufs.first_mut() else {
-            return Ok(0);
-        };
-        let (len, from) = self.recv_from(first).await?;
-        meta[0] = RecvMeta {
-            len,
-            stride: len,
-            from,
-        };
-        let mut n = 1;
-        while n < bufs.len().min(meta.len()) {
-            match self.try_recv_from(&mut bufs[n]) {
-                Ok((len, from)) => {
-                    meta[n] = RecvMeta {
-                        len,
-                        stride: len,
-                        from,
-                    };
-                    n += 1;
-                }
-                Err(_) => break,
-            }
-        }
-        Ok(n)
-    }
-
-    async fn send(&self, to: SocketAddr, contents: &[u8], segment: usize) -> io::Result<()> {
-        for datagram in contents.chunks(segment.max(1)) {
-            self.send_to(datagram, to).await?;
-        }
-        Ok(())
-    }
 }

@@ -12,7 +12,9 @@ pub mod lab;
 pub mod mtu;
 pub mod net;
 pub mod status;
+pub mod tun;
 pub mod tunnel;
+pub mod udp;
 
 /// Return a random `u32` from the OS, for a sender epoch.
 pub fn random_epoch() -> anyhow::Result<u32> {

@@ -7,21 +7,21 @@ use std::sync::Arc;
 use anyhow::Context;
 use mptun_core::PathId;
 use socket2::{Domain, Protocol, Socket, Type};
-use tokio::net::UdpSocket;
 use tokio::task::JoinSet;
-use tracing::{info, warn};
-use tun_rs::AsyncDevice;
+use tracing::{debug, info, warn};
 
 use crate::config::{Config, PathConfig};
 use crate::driver::Driver;
 use crate::mtu::{tun_mtu, MtuSource};
+use crate::tun::Tun;
+use crate::udp::UdpPath;
 
 /// Socket buffer size asked for on every path; generous because a burst
 /// striped over paths arrives on all of them at once.
 const SOCKET_BUFFER: usize = 4 << 20;
 
 /// Build the UDP socket of one path.
-fn bind_path_socket(id: PathId, path: &PathConfig) -> anyhow::Result<UdpSocket> {
+fn bind_path_socket(id: PathId, path: &PathConfig) -> anyhow::Result<UdpPath> {
     let bind_ip = match (path.bind, path.endpoint) {
         (Some(ip), _) => ip,
         (None, Some(SocketAddr::V4(_))) => IpAddr::from([0u8; 4]),
@@ -46,7 +46,14 @@ fn bind_path_socket(id: PathId, path: &PathConfig) -> anyhow::Result<UdpSocket> 
     socket
         .bind(&addr.into())
         .with_context(|| format!("{id}: bind UDP {addr}"))?;
-    UdpSocket::from_std(socket.into()).with_context(|| format!("{id}: register socket"))
+    let socket = UdpPath::new(socket.into()).with_context(|| format!("{id}: set up UDP socket"))?;
+    let (gso, gro) = (socket.gso_segments(), socket.gro_segments());
+    if gso > 1 && gro > 1 {
+        debug!(path = %id, gso, gro, "UDP offload: datagrams per send and per receive");
+    } else {
+        info!(path = %id, gso, gro, "UDP offload unavailable: one datagram per send or receive buffer");
+    }
+    Ok(socket)
 }
 
 /// Ask for large socket buffers, past `net.core.[rw]mem_max` when running as
@@ -85,27 +92,44 @@ fn set_buffer_sizes(socket: &Socket) {
     }
 }
 
-/// Create the TUN device with its addresses, MTU and queue length, up.
-fn create_tun(config: &Config, mtu: u16) -> anyhow::Result<AsyncDevice> {
+/// Create the TUN device with its addresses, MTU and queue length, up; with
+/// the kernel's segmentation offloads where it has them.
+fn create_tun(config: &Config, mtu: u16) -> anyhow::Result<Tun> {
     let i = &config.interface;
-    let tun = tun_rs::DeviceBuilder::new()
-        .name(&i.name)
-        .mtu(mtu)
-        .tx_queue_len(i.txqueuelen)
-        .enable(true)
-        .build_async()
+    let build = |offload: bool| {
+        tun_rs::DeviceBuilder::new()
+            .name(&i.name)
+            .mtu(mtu)
+            .tx_queue_len(i.txqueuelen)
+            .offload(offload)
+            .enable(true)
+            .build_async()
+    };
+    let dev = match build(true) {
+        Ok(dev) => dev,
+        Err(e) => {
+            debug!(error = %e, "TUN device with offload");
+            build(false)
+        }
         .with_context(|| {
             format!(
                 "create TUN device {:?} (is another mptun using that name?)",
                 i.name
             )
-        })?;
+        })?,
+    };
     for a in &i.addresses {
         match a.addr {
-            IpAddr::V4(v4) => tun.add_address_v4(v4, a.prefix),
-            IpAddr::V6(v6) => tun.add_address_v6(v6, a.prefix),
+            IpAddr::V4(v4) => dev.add_address_v4(v4, a.prefix),
+            IpAddr::V6(v6) => dev.add_address_v6(v6, a.prefix),
         }
         .with_context(|| format!("add address {a} to {}", i.name))?;
+    }
+    let tun = Tun::new(dev);
+    if tun.offload() {
+        debug!("TUN offload: reads split segments, writes coalesce them");
+    } else {
+        warn!("TUN offload unavailable: one packet per read and write");
     }
     Ok(tun)
 }

@@ -10,8 +10,9 @@ use mptun_core::{PacketBuf, PathId};
 
 use crate::counters::PathCounters;
 
-/// Packets read from the TUN device in one go.
-pub(crate) const TUN_BATCH: usize = 64;
+/// Packets read from the TUN device in one go: what one offloaded read of
+/// 64 KB can split into.
+pub(crate) const TUN_BATCH: usize = tun_rs::IDEAL_BATCH_SIZE;
 /// Room kept in front of every packet buffer, for a header the I/O edge may
 /// need to write there.
 pub(crate) const HEADROOM: usize = 16;
