@@ -1,8 +1,9 @@
 //! The TUN device, with the kernel's offloads where it has them. With
 //! IFF_VNET_HDR and TSO, one read brings up to 64 KB of one TCP flow's
 //! segments at once, split here into MTU-sized packets; on the way out,
-//! consecutive segments of one flow are coalesced into one write, so the
-//! kernel's TCP stack sees a few large packets instead of many small ones.
+//! consecutive segments of one flow are coalesced into one write (a copy
+//! per packet, into buffers that can hold a whole run), so the kernel's
+//! TCP stack sees a few large packets instead of many small ones.
 //! Without offload, one packet per read and per write.
 
 use std::io;
@@ -18,7 +19,7 @@ pub struct Tun {
     dev: AsyncDevice,
     offload: bool,
     reads: Mutex<Reads>,
-    writes: Mutex<Writes>,
+    writes: Mutex<WriteBatch>,
 }
 
 /// What offloaded reads need between calls.
@@ -31,11 +32,43 @@ struct Reads {
     sizes: Vec<usize>,
 }
 
-/// What offloaded writes need between calls.
-struct Writes {
+/// In-order packets staged for an offloaded write: copied into buffers
+/// with room for a whole coalesced run (the coalescing does not grow a
+/// buffer, and the pool's are one packet each), behind the virtio
+/// header's room, with the table that coalesces them.
+pub struct WriteBatch {
     gro: GROTable,
-    /// The packets to write, as the vectors the coalescing works on.
     bufs: Vec<Vec<u8>>,
+}
+
+/// Most packets staged at once, and what each buffer can grow to.
+const WRITE_BATCH: usize = tun_rs::IDEAL_BATCH_SIZE;
+const WRITE_BUF: usize = 2 * VIRTIO_NET_HDR_LEN + MAX_PACKET;
+
+impl Default for WriteBatch {
+    fn default() -> Self {
+        WriteBatch {
+            gro: GROTable::new(),
+            bufs: Vec::new(),
+        }
+    }
+}
+
+impl WriteBatch {
+    /// Copy up to [`WRITE_BATCH`] of `packets` in; return how many, the
+    /// table and the buffers, each packet at [`VIRTIO_NET_HDR_LEN`].
+    pub fn stage(&mut self, packets: &[PacketBuf]) -> (usize, &mut GROTable, &mut [Vec<u8>]) {
+        let n = packets.len().min(WRITE_BATCH);
+        while self.bufs.len() < n {
+            self.bufs.push(Vec::with_capacity(WRITE_BUF));
+        }
+        for (buf, p) in self.bufs.iter_mut().zip(&packets[..n]) {
+            buf.clear();
+            buf.resize(VIRTIO_NET_HDR_LEN, 0);
+            buf.extend_from_slice(p.packet());
+        }
+        (n, &mut self.gro, &mut self.bufs[..n])
+    }
 }
 
 /// Most packets one offloaded read can split into: 64 KB in segments of
@@ -58,10 +91,7 @@ impl Tun {
                 bufs: Vec::new(),
                 sizes: vec![0; SPLIT_MAX],
             }),
-            writes: Mutex::new(Writes {
-                gro: GROTable::new(),
-                bufs: Vec::new(),
-            }),
+            writes: Mutex::new(WriteBatch::default()),
         }
     }
 
@@ -135,34 +165,20 @@ impl TunDevice for Tun {
                 .count();
         }
         let mut writes = self.writes.lock().unwrap_or_else(|e| e.into_inner());
-        let Writes { gro, bufs } = &mut *writes;
-        // The coalescing works on vectors with the virtio header's room in
-        // front of every packet at one offset; the buffers are lent, not
-        // copied, unless one has less room in front (none does today).
-        let head = packets
-            .iter()
-            .map(PacketBuf::head)
-            .max()
-            .unwrap_or(0)
-            .max(VIRTIO_NET_HDR_LEN);
-        for p in packets.iter_mut() {
-            let (mut v, at) = std::mem::replace(p, PacketBuf::new(0, 0)).into_vec();
-            if at != head {
-                let len = v.len() - at;
-                v.resize(head + len, 0);
-                v.copy_within(at..at + len, head);
-            }
-            bufs.push(v);
-        }
-        let result = (*self.dev).send_multiple(gro, bufs, head);
-        for (p, v) in packets.iter_mut().zip(bufs.drain(..)) {
-            *p = PacketBuf::from_vec(v, head);
-        }
-        match result {
-            Ok(_) => 0,
+        let mut refused = 0;
+        let mut rest: &[PacketBuf] = packets;
+        while !rest.is_empty() {
+            let (n, gro, bufs) = writes.stage(rest);
             // It tells only that a write failed, not which.
-            Err(_) => packets.len(),
+            if (*self.dev)
+                .send_multiple(gro, bufs, VIRTIO_NET_HDR_LEN)
+                .is_err()
+            {
+                refused += n;
+            }
+            rest = &rest[n..];
         }
+        refused
     }
 }
 
@@ -194,4 +210,77 @@ async fn read_plain(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Segment `n` of one TCP flow, `len` bytes of payload each, with valid
+    /// IPv4 and TCP checksums.
+    fn segment(n: u32, len: usize) -> PacketBuf {
+        let mut ip = vec![0u8; 40 + len];
+        let total = ip.len() as u16;
+        ip[0] = 0x45;
+        ip[2..4].copy_from_slice(&total.to_be_bytes());
+        ip[6] = 0x40;
+        ip[8] = 64;
+        ip[9] = 6;
+        ip[12..16].copy_from_slice(&[10, 77, 0, 1]);
+        ip[16..20].copy_from_slice(&[10, 77, 0, 2]);
+        let check = checksum(&ip[..20], 0);
+        ip[10..12].copy_from_slice(&check.to_be_bytes());
+        ip[20..22].copy_from_slice(&40000u16.to_be_bytes());
+        ip[22..24].copy_from_slice(&5201u16.to_be_bytes());
+        ip[24..28].copy_from_slice(&(n * len as u32).to_be_bytes());
+        ip[32] = 5 << 4;
+        ip[33] = 0x10;
+        for (i, b) in ip[40..].iter_mut().enumerate() {
+            *b = (n as usize + i) as u8;
+        }
+        let pseudo = sum(&ip[12..20]) + 6 + u32::from(total - 20);
+        let check = checksum(&ip[20..], pseudo);
+        ip[36..38].copy_from_slice(&check.to_be_bytes());
+        PacketBuf::copy_of(&ip)
+    }
+
+    fn sum(bytes: &[u8]) -> u32 {
+        bytes
+            .chunks(2)
+            .map(|w| u32::from(u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)])))
+            .sum()
+    }
+
+    fn checksum(bytes: &[u8], start: u32) -> u16 {
+        let mut s = start + sum(bytes);
+        while s > 0xffff {
+            s = (s & 0xffff) + (s >> 16);
+        }
+        !(s as u16)
+    }
+
+    #[test]
+    fn consecutive_segments_of_a_flow_are_coalesced_into_one_write() {
+        let packets: Vec<PacketBuf> = (0..10).map(|n| segment(n, 1000)).collect();
+        let mut batch = WriteBatch::default();
+        let (n, gro, bufs) = batch.stage(&packets);
+        assert_eq!(n, 10);
+        gro.apply_gro(bufs, VIRTIO_NET_HDR_LEN, false).unwrap();
+        // The first buffer carries the headers once and all ten payloads.
+        let first = &bufs[0][VIRTIO_NET_HDR_LEN..];
+        assert_eq!(first.len(), 40 + 10 * 1000);
+        for (k, p) in packets.iter().enumerate() {
+            let at = 40 + k * 1000;
+            assert_eq!(first[at..at + 1000], p.packet()[40..], "segment {k}");
+        }
+    }
+
+    #[test]
+    fn a_large_delivery_is_staged_a_batch_at_a_time() {
+        let packets: Vec<PacketBuf> = (0..300).map(|n| segment(n, 100)).collect();
+        let mut batch = WriteBatch::default();
+        let (n, _, bufs) = batch.stage(&packets);
+        assert_eq!(n, WRITE_BATCH);
+        assert_eq!(bufs[5][VIRTIO_NET_HDR_LEN..], *packets[5].packet());
+    }
 }
