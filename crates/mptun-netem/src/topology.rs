@@ -51,6 +51,10 @@ pub enum Mode {
     },
     /// Direct veths shaped by `tbf`, no emulator (benchmark baseline).
     Tbf { paths: usize, shape: TbfShape },
+    /// Plain veth pairs of the given MTU, nothing in between, the kernel's
+    /// offloads left on as on a real NIC: what a tunnel can do when the
+    /// links are not the limit.
+    Plain { paths: usize, mtu: u32 },
 }
 
 #[derive(Debug, Clone)]
@@ -273,7 +277,7 @@ impl Topology {
         });
         let n = match &mode {
             Mode::Emulated { paths, .. } => paths.len(),
-            Mode::Tbf { paths, .. } => *paths,
+            Mode::Tbf { paths, .. } | Mode::Plain { paths, .. } => *paths,
         };
         if n == 0 || n > 250 {
             return Err(NetemError::Setup(format!("path count {n} not in 1..=250")));
@@ -327,8 +331,17 @@ impl Topology {
             a_ifs.push(a);
             b_ifs.push(b);
         }
-        disable_offloads(&na, &a_ifs)?;
-        disable_offloads(&nb, &b_ifs)?;
+        if let Mode::Plain { mtu, .. } = &mode {
+            let mtu = mtu.to_string();
+            for (ns, ifs) in [(&na, &a_ifs), (&nb, &b_ifs)] {
+                for name in ifs {
+                    ns_ip(ns, &["link", "set", name, "mtu", &mtu])?;
+                }
+            }
+        } else {
+            disable_offloads(&na, &a_ifs)?;
+            disable_offloads(&nb, &b_ifs)?;
+        }
         if emulated {
             disable_offloads(&nm, &m_ifs)?;
             // Keep the middle namespace silent (no IPv6 DAD/RS of its own).
@@ -364,6 +377,7 @@ impl Topology {
                     }
                 }
             }
+            Mode::Plain { .. } => {}
             Mode::Emulated {
                 paths,
                 seed,

@@ -6,5 +6,6 @@ pub mod plot;
 pub mod run;
 pub mod scenario;
 pub mod sites;
+pub mod wireguard;
 
 pub use sites::{ping, Iperf, PingResult, Site, Sites, TcpResult, UdpResult};

@@ -16,6 +16,7 @@ use serde::Serialize;
 
 use super::scenario::Scenario;
 use super::sites::{ping, Iperf, Site, SiteLayout, Sites, TcpResult, TUNNEL_B};
+use super::wireguard;
 use crate::status::Status;
 
 /// What `mptun lab` was asked to do.
@@ -49,6 +50,9 @@ pub struct SystemResult {
     pub series_mbps: Vec<f64>,
     /// How well the host kept up while this system was measured.
     pub host: HostConditions,
+    /// CPU seconds its tunnel processes (both sites) spent per GB of
+    /// goodput; none for systems without one.
+    pub cpu_s_per_gb: Option<f64>,
 }
 
 /// How well the lab's host kept up during a flow. Everything runs on the
@@ -84,6 +88,9 @@ const NOISY_VERY_LATE_PCT: f64 = 0.1;
 /// What mptun did during its flow.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct MptunDetail {
+    /// Site A's TUN MTU and where it came from.
+    pub tun_mtu: u16,
+    pub tun_mtu_source: String,
     /// Share of the data bytes each path carried.
     pub path_shares: Vec<f64>,
     /// Per path, Mbit/s sent every half second.
@@ -197,7 +204,7 @@ fn netem_bin() -> anyhow::Result<PathBuf> {
 
 fn dir_spec(p: &super::scenario::PathSpec) -> DirSpec {
     DirSpec {
-        rate_mbit: Some(p.rate_mbit),
+        rate_mbit: p.rate_mbit,
         delay_ms: Some(p.delay_ms),
         jitter_ms: Some(p.jitter_ms),
         loss_pct: Some(p.loss_pct),
@@ -211,10 +218,17 @@ pub fn run(options: &LabOptions) -> anyhow::Result<LabReport> {
     require_tools()?;
     let exe = &options.mptun_exe;
     let scenario = &options.scenario;
-    let mode = Mode::Emulated {
-        paths: scenario.path.iter().map(dir_spec).collect(),
-        seed: 1,
-        netem_bin: netem_bin()?,
+    let mode = if scenario.unshaped() {
+        Mode::Plain {
+            paths: scenario.path.len(),
+            mtu: scenario.path_mtu.unwrap_or(1500),
+        }
+    } else {
+        Mode::Emulated {
+            paths: scenario.path.iter().map(dir_spec).collect(),
+            seed: 1,
+            netem_bin: netem_bin()?,
+        }
     };
     let say = |text: &str| {
         if !options.json {
@@ -241,7 +255,11 @@ pub fn run(options: &LabOptions) -> anyhow::Result<LabReport> {
     let best = scenario.best_path();
 
     let mut systems = Vec::new();
-    let mut path_rates: Vec<f64> = scenario.path.iter().map(|p| p.rate_mbit).collect();
+    let mut path_rates: Vec<f64> = scenario
+        .path
+        .iter()
+        .map(|p| p.rate_mbit.unwrap_or(0.0))
+        .collect();
     if options.compare {
         say("measuring each path alone...");
         for i in 1..=scenario.path.len() {
@@ -258,7 +276,11 @@ pub fn run(options: &LabOptions) -> anyhow::Result<LabReport> {
         }
     }
     let sum: f64 = path_rates.iter().sum();
-    let system = |name: &str, m: Measured| SystemResult {
+    let system = |name: &str, m: Measured, cpu_s: Option<f64>| SystemResult {
+        cpu_s_per_gb: cpu_s.and_then(|cpu| {
+            let gb = m.tcp.goodput_mbps * scenario.duration / 8e3;
+            (gb > 0.0).then(|| cpu / gb)
+        }),
         name: name.to_string(),
         goodput_mbps: m.tcp.goodput_mbps,
         fraction_of_sum: if sum > 0.0 {
@@ -284,6 +306,8 @@ pub fn run(options: &LabOptions) -> anyhow::Result<LabReport> {
     let a_before = sites.status(Site::A)?;
     let b_before = sites.status(Site::B)?;
     say("mptun: one TCP flow...");
+    let tunnel_pids = sites.pids();
+    let cpu_before = cpu_seconds(&tunnel_pids);
     let (measured, sampled) = {
         let sampler = Sampler::start(&sites);
         let r = flow_with_events(
@@ -298,6 +322,9 @@ pub fn run(options: &LabOptions) -> anyhow::Result<LabReport> {
         )?;
         (r, sampler.finish())
     };
+    let mptun_cpu = cpu_seconds(&tunnel_pids)
+        .zip(cpu_before)
+        .map(|(after, before)| after - before);
     let a_after = sites.status(Site::A)?;
     let b_after = sites.status(Site::B)?;
     drop(sites);
@@ -315,7 +342,7 @@ pub fn run(options: &LabOptions) -> anyhow::Result<LabReport> {
         idle_best.avg_ms,
         scenario.delay_spread_ms(),
     );
-    systems.push(system("mptun", measured));
+    systems.push(system("mptun", measured, mptun_cpu));
 
     if options.compare {
         say("best single path alone...");
@@ -330,33 +357,61 @@ pub fn run(options: &LabOptions) -> anyhow::Result<LabReport> {
             vec![],
             vec![],
         )?;
-        systems.push(system(&format!("best path (path {})", best + 1), r));
+        systems.push(system(&format!("best path (path {})", best + 1), r, None));
 
-        say("per-flow ECMP over plain WireGuard tunnels...");
-        let ecmp = Ecmp::start(exe, &topo)?;
+        let wireguard_go = wireguard::find();
+        let path_mtu = scenario.path_mtu.unwrap_or(1500);
+        if let Some(wg) = &wireguard_go {
+            say("WireGuard (wireguard-go), one tunnel over the best path...");
+            let tunnel = wireguard::Tunnels::start(wg, &topo, &[best + 1], "", path_mtu)?;
+            let pids = tunnel.pids();
+            let before = cpu_seconds(&pids);
+            let r = flow_with_events(
+                &mut topo,
+                &ns_a,
+                &ns_b,
+                wireguard::inner_addr(best + 1, 2),
+                scenario,
+                1,
+                vec![],
+                vec![],
+            )?;
+            let cpu = cpu_seconds(&pids).zip(before).map(|(a, b)| a - b);
+            systems.push(system("WireGuard, one tunnel", r, cpu));
+        } else {
+            say(
+                "wireguard-go not found (go install golang.zx2c4.com/wireguard@latest): \
+                 no WireGuard row, and ECMP over single-path mptun tunnels instead",
+            );
+        }
+
+        let ecmp = match &wireguard_go {
+            Some(wg) => {
+                say("per-flow ECMP over one WireGuard tunnel per path...");
+                Ecmp::wireguard(wg, &topo, path_mtu)?
+            }
+            None => {
+                say("per-flow ECMP over one single-path mptun tunnel per path...");
+                Ecmp::mptun(exe, &topo)?
+            }
+        };
         let bind = vec!["-B".to_string(), ECMP_SRC.to_string()];
-        let r = flow_with_events(
-            &mut topo,
-            &ns_a,
-            &ns_b,
-            ECMP_DST.to_string(),
-            scenario,
-            1,
-            bind.clone(),
-            vec![],
-        )?;
-        systems.push(system("ECMP, 1 flow", r));
-        let r = flow_with_events(
-            &mut topo,
-            &ns_a,
-            &ns_b,
-            ECMP_DST.to_string(),
-            scenario,
-            8,
-            bind,
-            vec![],
-        )?;
-        systems.push(system("ECMP, 8 flows", r));
+        for (streams, name) in [(1, "ECMP, 1 flow"), (8, "ECMP, 8 flows")] {
+            let pids = ecmp.pids();
+            let before = cpu_seconds(&pids);
+            let r = flow_with_events(
+                &mut topo,
+                &ns_a,
+                &ns_b,
+                ECMP_DST.to_string(),
+                scenario,
+                streams,
+                bind.clone(),
+                vec![],
+            )?;
+            let cpu = cpu_seconds(&pids).zip(before).map(|(a, b)| a - b);
+            systems.push(system(name, r, cpu));
+        }
         drop(ecmp);
 
         say("one MPTCP connection...");
@@ -365,7 +420,7 @@ pub fn run(options: &LabOptions) -> anyhow::Result<LabReport> {
                 let first = topo.addr_b(1).to_string();
                 let r =
                     flow_with_events(&mut topo, &ns_a, &ns_b, first, scenario, 1, vec![], wrapper)?;
-                systems.push(system("MPTCP", r));
+                systems.push(system("MPTCP", r, None));
             }
             Err(e) => say(&format!("MPTCP skipped: {e:#}")),
         }
@@ -497,6 +552,8 @@ fn mptun_detail(
     let total = sent.iter().sum::<u64>().max(1) as f64;
     let (r0, r1) = (&b0.reorder, &b1.reorder);
     MptunDetail {
+        tun_mtu: a0.mtu,
+        tun_mtu_source: a0.mtu_source.clone(),
         path_shares: sent.iter().map(|&s| s as f64 / total).collect(),
         path_series_mbps,
         reorder_held: r1.buffered - r0.buffered,
@@ -814,12 +871,15 @@ fn flow_with_events_inner(
     // Undo the events: every path back to the scenario's settings.
     for (i, p) in scenario.path.iter().enumerate() {
         let n = i + 1;
-        for line in [
+        let mut lines = vec![
             format!("up {n}"),
             format!("set {n} loss-pct {}", p.loss_pct),
             format!("set {n} delay-ms {}", p.delay_ms),
-            format!("set {n} rate-mbit {}", p.rate_mbit),
-        ] {
+        ];
+        if let Some(rate) = p.rate_mbit {
+            lines.push(format!("set {n} rate-mbit {rate}"));
+        }
+        for line in lines {
             topo.control(&line)?;
         }
     }
@@ -833,12 +893,24 @@ const ECMP_DST: &str = "10.79.0.2";
 /// N single-path mptun tunnels (plain WireGuard on the wire: one session
 /// per tunnel, nothing striped) with an ECMP route over them, hashing per
 /// flow on L4 as `fib_multipath_hash_policy = 1` and LACP `layer3+4` do.
-struct Ecmp {
-    _tunnels: Vec<Sites>,
+/// One tunnel per path and a per-flow ECMP route over them, on both sites.
+enum Ecmp {
+    WireGuard(wireguard::Tunnels),
+    Mptun(Vec<Sites>),
 }
 
 impl Ecmp {
-    fn start(exe: &Path, topo: &Topology) -> anyhow::Result<Ecmp> {
+    /// Over one wireguard-go tunnel per path.
+    fn wireguard(exe: &Path, topo: &Topology, path_mtu: u32) -> anyhow::Result<Ecmp> {
+        let paths: Vec<usize> = (1..=topo.paths()).collect();
+        let tunnels = wireguard::Tunnels::start(exe, topo, &paths, "10.79.0.0/24", path_mtu)?;
+        route_ecmp(topo, wireguard::Tunnels::interface)?;
+        Ok(Ecmp::WireGuard(tunnels))
+    }
+
+    /// Over one single-path mptun tunnel per path, where wireguard-go is
+    /// missing.
+    fn mptun(exe: &Path, topo: &Topology) -> anyhow::Result<Ecmp> {
         let mut tunnels = Vec::new();
         for i in 1..=topo.paths() {
             let layout = SiteLayout {
@@ -852,19 +924,61 @@ impl Ecmp {
             };
             tunnels.push(Sites::start(exe, topo, &layout)?);
         }
-        for (ns, local, remote, peer_octet) in [
-            (topo.ns_a(), ECMP_SRC, ECMP_DST, 2),
-            (topo.ns_b(), ECMP_DST, ECMP_SRC, 1),
-        ] {
-            sh(&ns, &format!("ip addr add {local}/32 dev lo"))?;
-            sh(&ns, "sysctl -qw net.ipv4.fib_multipath_hash_policy=1")?;
-            let hops: String = (1..=topo.paths())
-                .map(|i| format!(" nexthop via 10.78.{i}.{peer_octet} dev wg{i}"))
-                .collect();
-            sh(&ns, &format!("ip route add {remote}/32{hops}"))?;
-        }
-        Ok(Ecmp { _tunnels: tunnels })
+        route_ecmp(topo, |i, _| format!("wg{i}"))?;
+        Ok(Ecmp::Mptun(tunnels))
     }
+
+    /// The tunnel processes of both sites.
+    fn pids(&self) -> Vec<u32> {
+        match self {
+            Ecmp::WireGuard(t) => t.pids(),
+            Ecmp::Mptun(sites) => sites.iter().flat_map(Sites::pids).collect(),
+        }
+    }
+}
+
+/// Route ECMP_DST from A (and ECMP_SRC from B) over tunnel i's interface
+/// `dev(i, site_a)`, hashing per flow (layer 4).
+fn route_ecmp(topo: &Topology, dev: impl Fn(usize, bool) -> String) -> anyhow::Result<()> {
+    for (ns, local, remote, peer_octet, site_a) in [
+        (topo.ns_a(), ECMP_SRC, ECMP_DST, 2, true),
+        (topo.ns_b(), ECMP_DST, ECMP_SRC, 1, false),
+    ] {
+        sh(&ns, &format!("ip addr add {local}/32 dev lo"))?;
+        sh(&ns, "sysctl -qw net.ipv4.fib_multipath_hash_policy=1")?;
+        let hops: String = (1..=topo.paths())
+            .map(|i| format!(" nexthop via 10.78.{i}.{peer_octet} dev {}", dev(i, site_a)))
+            .collect();
+        sh(&ns, &format!("ip route add {remote}/32{hops}"))?;
+    }
+    Ok(())
+}
+
+/// CPU seconds (user and system) `pids` have used so far, from
+/// `/proc/<pid>/stat`; none if one cannot be read.
+fn cpu_seconds(pids: &[u32]) -> Option<f64> {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if ticks <= 0 {
+        return None;
+    }
+    let mut total = 0u64;
+    for pid in pids {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        total = total.checked_add(process_ticks(&stat)?)?;
+    }
+    Some(total as f64 / ticks as f64)
+}
+
+/// utime + stime from a `/proc/<pid>/stat` line. The command name (field
+/// 2) may hold spaces: fields are counted after its closing parenthesis.
+fn process_ticks(stat: &str) -> Option<u64> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace();
+    // rest starts at field 3 (state); utime and stime are fields 14 and 15.
+    let utime: u64 = fields.nth(11)?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    utime.checked_add(stime)
 }
 
 fn sh(ns: &str, command: &str) -> anyhow::Result<()> {
@@ -929,26 +1043,27 @@ pub fn render(r: &LabReport) -> String {
     );
     let _ = writeln!(
         o,
-        "{:<22} {:>10} {:>8} {:>8} {:>5} {:>7} {:>8}",
-        "system", "Mbit/s", "of sum", "retrans", "RTOs", "steal", "late 5ms"
+        "{:<22} {:>10} {:>8} {:>8} {:>5} {:>9} {:>7} {:>8}",
+        "system", "Mbit/s", "of sum", "retrans", "RTOs", "CPU s/GB", "steal", "late 5ms"
     );
     let pct = |v: Option<f64>, places: usize| v.map_or("-".into(), |v| format!("{v:.places$}%"));
     for s in &r.systems {
         let _ = writeln!(
             o,
-            "{:<22} {:>10.1} {:>7.0}% {:>8} {:>5} {:>7} {:>8}",
+            "{:<22} {:>10.1} {:>7.0}% {:>8} {:>5} {:>9} {:>7} {:>8}",
             s.name,
             s.goodput_mbps,
             100.0 * s.fraction_of_sum,
             s.retransmits,
             s.rto_timeouts,
+            s.cpu_s_per_gb.map_or("-".into(), |v| format!("{v:.1}")),
             pct(s.host.steal_pct, 0),
             pct(s.host.emulator_very_late_pct, 2),
         );
     }
     let _ = writeln!(
         o,
-        "(steal: CPU time the hypervisor gave to others during the flow; late 5ms: frames the emulator released 5 ms or more after their time)"
+        "(CPU s/GB: CPU time of the tunnel processes of both sites per GB of goodput; steal: CPU time the hypervisor gave to others during the flow; late 5ms: frames the emulator released 5 ms or more after their time)"
     );
     let noisy: Vec<&str> = r
         .systems
@@ -971,6 +1086,11 @@ pub fn render(r: &LabReport) -> String {
         .map(|(i, s)| format!("path {}: {:.0}%", i + 1, 100.0 * s))
         .collect();
     let _ = writeln!(o, "mptun per-path share of bytes: {}", shares.join(", "));
+    let _ = writeln!(
+        o,
+        "mptun TUN MTU (site A): {} ({})",
+        m.tun_mtu, m.tun_mtu_source
+    );
     let _ = writeln!(
         o,
         "mptun late echoes (new data avoided a path not yet down): {}",
@@ -1029,6 +1149,14 @@ pub fn render(r: &LabReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_process_cpu_time_is_read_past_a_name_with_spaces() {
+        let stat = "4242 (mptun (x) y) S 1 2 3 4 5 6 7 8 9 10 150 25 0 0 20 0 3 0 100";
+        assert_eq!(process_ticks(stat), Some(175));
+        assert_eq!(process_ticks("4242 (cut"), None);
+        assert_eq!(process_ticks("4242 (x) S 1 2"), None);
+    }
 
     #[test]
     fn steal_is_the_share_of_cpu_time_taken_between_two_readings() {

@@ -20,17 +20,23 @@ pub struct Scenario {
     pub scheduler: Option<String>,
     /// The emulated paths, at least one.
     pub path: Vec<PathSpec>,
+    /// MTU of the paths' links. Only for unshaped paths (plain veth pairs):
+    /// the emulator forwards frames of up to 1500 bytes.
+    pub path_mtu: Option<u32>,
     /// Changes during the measured flow.
     #[serde(default)]
     pub event: Vec<Event>,
 }
 
-/// One emulated path, the same in both directions.
+/// One emulated path, the same in both directions. A path with no rate,
+/// delay, jitter or loss is unshaped: when every path is, the lab joins the
+/// sites with plain veth pairs and no emulator, to measure the tunnel's own
+/// ceiling.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct PathSpec {
-    /// Rate limit.
-    pub rate_mbit: f64,
+    /// Rate limit; required unless every path is unshaped.
+    pub rate_mbit: Option<f64>,
     /// One-way delay.
     #[serde(default)]
     pub delay_ms: f64,
@@ -89,13 +95,30 @@ impl Scenario {
         if !matches!(s.congestion_control.as_str(), "cubic" | "bbr" | "reno") {
             bail!("{name}: congestion-control: must be \"cubic\", \"bbr\" or \"reno\"");
         }
+        let unshaped = s.unshaped();
         for (i, p) in s.path.iter().enumerate() {
-            if !(p.rate_mbit > 0.0 && p.rate_mbit <= 10_000.0) {
-                bail!("{name}: path[{i}].rate-mbit: must be above 0 and at most 10000");
+            match p.rate_mbit {
+                Some(r) if !(r > 0.0 && r <= 10_000.0) => {
+                    bail!("{name}: path[{i}].rate-mbit: must be above 0 and at most 10000")
+                }
+                None if !unshaped => bail!(
+                    "{name}: path[{i}].rate-mbit: required unless every path is unshaped \
+                     (no rate, delay, jitter, loss or event)"
+                ),
+                _ => {}
             }
             if p.delay_ms < 0.0 || p.jitter_ms < 0.0 || !(0.0..=100.0).contains(&p.loss_pct) {
                 bail!("{name}: path[{i}]: delay, jitter and loss must not be negative, loss at most 100");
             }
+        }
+        match s.path_mtu {
+            Some(_) if !unshaped => {
+                bail!("{name}: path-mtu: only for unshaped paths (the emulator carries 1500-byte frames)")
+            }
+            Some(m) if !(576..=65_535).contains(&m) => {
+                bail!("{name}: path-mtu: must be 576 to 65535, not {m}")
+            }
+            _ => {}
         }
         for (i, e) in s.event.iter().enumerate() {
             if e.path == 0 || e.path > s.path.len() {
@@ -123,9 +146,21 @@ impl Scenario {
         Self::parse(&text, &path.display().to_string())
     }
 
-    /// Return the paths' rates summed.
+    /// Return the paths' configured rates summed (0 for unshaped paths).
     pub fn sum_rate_mbit(&self) -> f64 {
-        self.path.iter().map(|p| p.rate_mbit).sum()
+        self.path.iter().filter_map(|p| p.rate_mbit).sum()
+    }
+
+    /// Return whether no path is shaped and nothing happens to them: the
+    /// lab then uses plain veth pairs.
+    pub fn unshaped(&self) -> bool {
+        self.event.is_empty()
+            && self.path.iter().all(|p| {
+                p.rate_mbit.is_none()
+                    && p.delay_ms == 0.0
+                    && p.jitter_ms == 0.0
+                    && p.loss_pct == 0.0
+            })
     }
 
     /// Return the spread of the paths' one-way delays, ms.
@@ -140,7 +175,10 @@ impl Scenario {
         let mut best = 0;
         for (i, p) in self.path.iter().enumerate() {
             let b = &self.path[best];
-            let key = |q: &PathSpec| (q.rate_mbit * (1.0 - q.loss_pct / 100.0), -q.delay_ms);
+            let key = |q: &PathSpec| {
+                let rate = q.rate_mbit.unwrap_or(f64::MAX);
+                (rate * (1.0 - q.loss_pct / 100.0), -q.delay_ms)
+            };
             if key(p) > key(b) {
                 best = i;
             }
@@ -186,6 +224,11 @@ mod tests {
         for name in ["equal", "rtt-skew", "rate-skew", "lossy", "failover"] {
             let s = Scenario::load(&dir.join(format!("{name}.toml"))).unwrap();
             assert_eq!(s.path.len(), 3, "{name}");
+            assert!(!s.unshaped(), "{name}");
+        }
+        for name in ["ceiling", "ceiling-one-path", "ceiling-jumbo"] {
+            let s = Scenario::load(&dir.join(format!("{name}.toml"))).unwrap();
+            assert!(s.unshaped(), "{name}");
         }
         assert!(Scenario::parse(DEFAULT_SCENARIO, "default").is_ok());
     }
@@ -220,5 +263,8 @@ mod tests {
             err("congestion-control = \"vegas\"\n[[path]]\nrate-mbit = 5\n")
                 .contains("congestion-control")
         );
+        assert!(err("[[path]]\nrate-mbit = 5\n[[path]]\n").contains("path[1].rate-mbit"));
+        assert!(err("path-mtu = 9000\n[[path]]\nrate-mbit = 5\n").contains("path-mtu"));
+        assert!(err("path-mtu = 100\n[[path]]\n").contains("path-mtu"));
     }
 }

@@ -90,7 +90,7 @@ pub fn remove_work_dirs_of_process() {
     }
 }
 
-fn genkey() -> anyhow::Result<[u8; 32]> {
+pub(crate) fn genkey() -> anyhow::Result<[u8; 32]> {
     let mut bytes = [0u8; 32];
     getrandom::getrandom(&mut bytes).map_err(|e| anyhow!("random: {e}"))?;
     Ok(keys::private_key_from_random(bytes))
@@ -142,7 +142,12 @@ impl Sites {
                 "\n[[path]]\nlisten-port = {port}\nendpoint = \"{}:{port}\"\n",
                 topo.addr_b(i)
             ));
-            b.push_str(&format!("\n[[path]]\nlisten-port = {port}\n"));
+            // Bound to its link's address, B's path knows its interface and
+            // so its MTU before A's first packet.
+            b.push_str(&format!(
+                "\n[[path]]\nlisten-port = {port}\nbind = \"{}\"\n",
+                topo.addr_b(i)
+            ));
         }
         sites.write_config(Site::A, &a)?;
         sites.write_config(Site::B, &b)?;
@@ -179,6 +184,16 @@ impl Sites {
     }
 
     /// Return the namespace of a site.
+    /// The pids of both sites' mptun processes.
+    pub fn pids(&self) -> Vec<u32> {
+        // `ip netns exec` execs the program, so the child's pid is mptun's.
+        [&self.a, &self.b]
+            .into_iter()
+            .flatten()
+            .map(Child::id)
+            .collect()
+    }
+
     pub fn ns(&self, site: Site) -> &str {
         match site {
             Site::A => &self.ns_a,
