@@ -412,12 +412,40 @@ pub fn run(options: &LabOptions) -> anyhow::Result<LabReport> {
             let cpu = cpu_seconds(&pids).zip(before).map(|(a, b)| a - b);
             systems.push(system(name, r, cpu));
         }
+
+        // The fair peer for encrypted site-to-site links: one MPTCP
+        // connection with one subflow inside each of the same tunnels.
+        let name = match ecmp {
+            Ecmp::WireGuard(_) => "MPTCP over WireGuard",
+            Ecmp::Mptun(_) => "MPTCP over mptun tunnels",
+        };
+        say(&format!(
+            "one MPTCP connection, one subflow per tunnel ({name})..."
+        ));
+        let inner: Vec<(String, String)> = (1..=topo.paths())
+            .map(|i| (wireguard::inner_addr(i, 2), ecmp.interface_b(i)))
+            .collect();
+        match mptcp_setup(&topo, &inner) {
+            Ok(wrapper) => {
+                let pids = ecmp.pids();
+                let before = cpu_seconds(&pids);
+                let first = inner[0].0.clone();
+                let r =
+                    flow_with_events(&mut topo, &ns_a, &ns_b, first, scenario, 1, vec![], wrapper)?;
+                let cpu = cpu_seconds(&pids).zip(before).map(|(a, b)| a - b);
+                systems.push(system(name, r, cpu));
+            }
+            Err(e) => say(&format!("{name} skipped: {e:#}")),
+        }
         drop(ecmp);
 
-        say("one MPTCP connection...");
-        match mptcp_setup(&topo) {
+        say("one MPTCP connection (unencrypted)...");
+        let links: Vec<(String, String)> = (1..=topo.paths())
+            .map(|i| (topo.addr_b(i).to_string(), topo.if_b(i)))
+            .collect();
+        match mptcp_setup(&topo, &links) {
             Ok(wrapper) => {
-                let first = topo.addr_b(1).to_string();
+                let first = links[0].0.clone();
                 let r =
                     flow_with_events(&mut topo, &ns_a, &ns_b, first, scenario, 1, vec![], wrapper)?;
                 systems.push(system("MPTCP", r, None));
@@ -928,6 +956,14 @@ impl Ecmp {
         Ok(Ecmp::Mptun(tunnels))
     }
 
+    /// Site B's interface of tunnel `i` (from 1).
+    fn interface_b(&self, i: usize) -> String {
+        match self {
+            Ecmp::WireGuard(_) => wireguard::Tunnels::interface(i, false),
+            Ecmp::Mptun(_) => format!("wg{i}"),
+        }
+    }
+
     /// The tunnel processes of both sites.
     fn pids(&self) -> Vec<u32> {
         match self {
@@ -991,10 +1027,11 @@ fn sh(ns: &str, command: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Give every path an MPTCP endpoint: B announces its address on paths 2..N,
-/// A opens one subflow to each. Return the wrapper that makes iperf3 speak
-/// MPTCP.
-fn mptcp_setup(topo: &Topology) -> anyhow::Result<Vec<String>> {
+/// Set both sites up for one MPTCP connection over `addrs_b`, B's address
+/// and interface on each path: the client connects to the first, and B
+/// announces the others, one subflow each. Replaces the endpoints of an
+/// earlier setup. Returns the wrapper to run iperf3 in.
+fn mptcp_setup(topo: &Topology, addrs_b: &[(String, String)]) -> anyhow::Result<Vec<String>> {
     let found = Command::new("sh")
         .args(["-c", "command -v mptcpize"])
         .output()
@@ -1002,22 +1039,19 @@ fn mptcp_setup(topo: &Topology) -> anyhow::Result<Vec<String>> {
     if !found {
         bail!("`mptcpize` not found (apt-get install mptcpize)");
     }
-    let n = topo.paths();
+    let n = addrs_b.len();
     for ns in [topo.ns_a(), topo.ns_b()] {
         sh(&ns, "sysctl -qw net.mptcp.enabled=1")?;
+        sh(&ns, "ip mptcp endpoint flush")?;
         sh(
             &ns,
             &format!("ip mptcp limits set subflow {n} add_addr_accepted {n}"),
         )?;
     }
-    for i in 2..=n {
+    for (addr, dev) in addrs_b.iter().skip(1) {
         sh(
             &topo.ns_b(),
-            &format!(
-                "ip mptcp endpoint add {} dev {} signal",
-                topo.addr_b(i),
-                topo.if_b(i)
-            ),
+            &format!("ip mptcp endpoint add {addr} dev {dev} signal"),
         )?;
     }
     Ok(vec!["mptcpize".into(), "run".into()])
