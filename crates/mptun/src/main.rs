@@ -48,16 +48,30 @@ enum Command {
         /// Scenario file (see configs/lab/).
         #[arg(long)]
         scenario: Option<PathBuf>,
-        /// Also measure the best single path, per-flow ECMP over plain
-        /// WireGuard tunnels (1 and 8 flows) and one MPTCP connection.
+        /// Also measure each path alone, the best path alone, one WireGuard
+        /// tunnel, per-flow ECMP over one WireGuard tunnel per path (1 and 8
+        /// flows), MPTCP over those tunnels and plain MPTCP.
         #[arg(long)]
         compare: bool,
         /// Print one JSON object instead of text.
         #[arg(long)]
         json: bool,
-        /// Write a PNG chart of goodput over time to this file.
+        /// Write a PNG chart to this file: goodput over time, or with
+        /// --sweep one point per scenario.
         #[arg(long)]
         plot: Option<PathBuf>,
+        /// Run this many scenarios drawn at random (2 to 6 paths of 5 to
+        /// 400 Mbit/s, 1 to 80 ms, some jitter, loss and cuts; cubic or
+        /// bbr), each with --compare, and summarize.
+        #[arg(long, value_name = "N", conflicts_with = "scenario")]
+        sweep: Option<usize>,
+        /// Seed of --sweep's draw: the same seed gives the same scenarios.
+        #[arg(long, default_value_t = 1, requires = "sweep")]
+        seed: u64,
+        /// With --sweep, print the drawn scenarios as scenario files and
+        /// run nothing.
+        #[arg(long, requires = "sweep")]
+        dry_run: bool,
     },
     /// Show what each path of a running tunnel is doing, like `wg show`.
     Show {
@@ -78,10 +92,20 @@ fn main() -> ExitCode {
         Command::Up { config } => up(&config),
         Command::Show { interface, json } => show(interface.as_deref(), json),
         Command::Lab {
+            json,
+            plot,
+            sweep: Some(count),
+            seed,
+            dry_run,
+            ..
+        } => lab_sweep(count, seed, dry_run, json, plot),
+        Command::Lab {
             scenario,
             compare,
             json,
             plot,
+            sweep: None,
+            ..
         } => lab(scenario, compare, json, plot),
     };
     match result {
@@ -212,6 +236,59 @@ fn lab(
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print!("{}", mptun::lab::run::render(&report));
+    }
+    Ok(())
+}
+
+fn lab_sweep(
+    count: usize,
+    seed: u64,
+    dry_run: bool,
+    json: bool,
+    plot: Option<PathBuf>,
+) -> anyhow::Result<()> {
+    use mptun::lab::sweep;
+    if dry_run {
+        for (i, scenario) in sweep::draw(seed, count).iter().enumerate() {
+            println!(
+                "# sweep seed {seed} #{}: {}",
+                i + 1,
+                sweep::describe(scenario)
+            );
+            println!("{}", toml::to_string(scenario)?);
+        }
+        return Ok(());
+    }
+    let base = mptun::lab::run::LabOptions {
+        scenario: mptun::lab::scenario::Scenario::parse(
+            mptun::lab::scenario::DEFAULT_SCENARIO,
+            "default",
+        )?,
+        scenario_name: String::new(),
+        compare: true,
+        json,
+        mptun_exe: std::env::current_exe().context("find the mptun executable")?,
+    };
+    if !json {
+        eprintln!("{}", sweep::HEADER);
+    }
+    let report = run_until_interrupted(move || {
+        sweep::run(seed, count, &base, |line| {
+            if !base.json {
+                eprintln!("{line}");
+            }
+        })
+    })?;
+    if let Some(path) = &plot {
+        mptun::lab::plot::draw_sweep(&report, path)?;
+        if !json {
+            eprintln!("plot written to {}", path.display());
+        }
+    }
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", sweep::render(&report));
     }
     Ok(())
 }

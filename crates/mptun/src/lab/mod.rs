@@ -6,6 +6,7 @@ pub mod plot;
 pub mod run;
 pub mod scenario;
 pub mod sites;
+pub mod sweep;
 pub mod wireguard;
 
 pub use sites::{ping, Iperf, PingResult, Site, Sites, TcpResult, UdpResult};

@@ -127,3 +127,78 @@ pub fn draw(report: &LabReport, path: &Path) -> anyhow::Result<()> {
         .with_context(|| format!("write {}", path.display()))?;
     Ok(())
 }
+
+/// Draw a sweep into a PNG at `path`: one point per scenario for mptun
+/// against the best path, the sum and MPTCP over WireGuard, with the 0.95
+/// line the best path ratio must stay above.
+pub fn draw_sweep(report: &super::sweep::SweepReport, path: &Path) -> anyhow::Result<()> {
+    load_font()?;
+    let root = BitMapBackend::new(path, (1000, 500)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
+    let results = &report.results;
+    let n = results.len().max(1) as f64;
+    let ratios = |f: &dyn Fn(&super::sweep::SweepResult) -> Option<f64>| -> Vec<(f64, f64)> {
+        results
+            .iter()
+            .filter_map(|r| f(r).map(|v| (r.number as f64, v)))
+            .collect()
+    };
+    let series = [
+        ("mptun / best path", ratios(&|r| Some(r.ratio_to_best))),
+        ("mptun / sum of paths", ratios(&|r| Some(r.fraction_of_sum))),
+        (
+            "mptun / MPTCP over WireGuard",
+            ratios(&|r| r.ratio_to_mptcp_wireguard),
+        ),
+    ];
+    let y_max = series
+        .iter()
+        .flat_map(|(_, s)| s.iter().map(|p| p.1))
+        .fold(1.2, f64::max);
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            format!("sweep, seed {}: mptun per scenario", report.seed),
+            ("sans-serif", 20),
+        )
+        .margin(10)
+        .x_label_area_size(35)
+        .y_label_area_size(55)
+        .build_cartesian_2d(0.0..n + 1.0, 0.0..y_max * 1.05)
+        .map_err(|e| anyhow!("{e}"))?;
+    chart
+        .configure_mesh()
+        .x_desc("scenario")
+        .y_desc("ratio")
+        .draw()
+        .map_err(|e| anyhow!("{e}"))?;
+    chart
+        .draw_series(LineSeries::new(
+            [(0.0, 0.95), (n + 1.0, 0.95)],
+            BLACK.mix(0.5).stroke_width(1),
+        ))
+        .map_err(|e| anyhow!("{e}"))?
+        .label("0.95")
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK.mix(0.5)));
+    for (i, (label, points)) in series.into_iter().enumerate() {
+        let color = Palette99::pick(i).to_rgba();
+        chart
+            .draw_series(
+                points
+                    .into_iter()
+                    .map(move |p| Circle::new(p, 4, color.filled())),
+            )
+            .map_err(|e| anyhow!("{e}"))?
+            .label(label)
+            .legend(move |(x, y)| Circle::new((x + 10, y), 4, color.filled()));
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::LowerRight)
+        .draw()
+        .map_err(|e| anyhow!("{e}"))?;
+    root.present()
+        .with_context(|| format!("write {}", path.display()))?;
+    Ok(())
+}

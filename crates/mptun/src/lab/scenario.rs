@@ -24,7 +24,7 @@ pub struct Scenario {
     /// the emulator forwards frames of up to 1500 bytes.
     pub path_mtu: Option<u32>,
     /// Changes during the measured flow.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub event: Vec<Event>,
 }
 

@@ -1,0 +1,495 @@
+//! `mptun lab --sweep N --seed S`: scenarios nobody tuned for, drawn at
+//! random from one documented distribution, each run with `--compare`, and
+//! a summary of how mptun did against the sum of the paths, the best path
+//! alone and one MPTCP connection over the same WireGuard tunnels.
+//!
+//! The draw depends only on the seed (SplitMix64, the emulator's own
+//! generator), so a seed gives the same scenarios on every machine.
+
+use std::fmt::Write as _;
+
+use mptun_netem::model::SplitMix64;
+use serde::Serialize;
+
+use super::run::{LabOptions, LabReport, SystemResult};
+use super::scenario::{Event, PathSpec, Scenario};
+
+/// Seconds of each flow in a sweep.
+const DURATION_S: f64 = 10.0;
+/// The paths' rates summed are kept to this: more than the lab's emulator
+/// and both sites can carry on a small host would measure the host.
+pub const MAX_SUM_MBIT: f64 = 600.0;
+/// Delay spread from which a scenario with inner bbr is in the known class
+/// "rtt skew with inner bbr": bbr paces at its bottleneck estimate and reads
+/// the reorder buffer's hold as a longer round trip, so it cannot fill paths
+/// whose delays differ this much (README, "What mptun cannot do").
+const BBR_SKEW_MS: f64 = 20.0;
+
+/// Draw `count` scenarios from `seed`:
+///
+/// - 2 to 6 paths, uniformly;
+/// - each path's rate log-uniform from 5 to 400 Mbit/s, all scaled down
+///   together when they sum to more than [`MAX_SUM_MBIT`] (none below 5);
+/// - one-way delay uniform from 1 to 80 ms, in 0.5 ms steps;
+/// - jitter: none on half the paths, else uniform from 0.5 to 5 ms (at most
+///   the delay);
+/// - loss: none on three paths in four, else uniform from 0.1 to 3 %;
+/// - one scenario in five cuts a random path between 3 and 5 s into the
+///   flow and restores it 2 to 3 s later;
+/// - inner TCP cubic or bbr, evenly; 10 s flows.
+pub fn draw(seed: u64, count: usize) -> Vec<Scenario> {
+    let mut rng = SplitMix64::new(seed);
+    (0..count).map(|_| draw_one(&mut rng)).collect()
+}
+
+fn uniform(rng: &mut SplitMix64, lo: f64, hi: f64) -> f64 {
+    lo + (hi - lo) * rng.next_f64()
+}
+
+/// Round to `step`.
+fn round_to(v: f64, step: f64) -> f64 {
+    (v / step).round() * step
+}
+
+fn draw_one(rng: &mut SplitMix64) -> Scenario {
+    let paths = 2 + (rng.next_u64() % 5) as usize;
+    let mut rates: Vec<f64> = (0..paths)
+        .map(|_| (uniform(rng, 5f64.ln(), 400f64.ln())).exp())
+        .collect();
+    let sum: f64 = rates.iter().sum();
+    if sum > MAX_SUM_MBIT {
+        for r in &mut rates {
+            *r = (*r * MAX_SUM_MBIT / sum).max(5.0);
+        }
+    }
+    let path = rates
+        .into_iter()
+        .map(|rate| {
+            let delay_ms = round_to(uniform(rng, 1.0, 80.0), 0.5);
+            let jitter_ms = if rng.chance(0.5) {
+                0.0
+            } else {
+                round_to(uniform(rng, 0.5, 5.0), 0.5).min(delay_ms)
+            };
+            let loss_pct = if rng.chance(0.25) {
+                round_to(uniform(rng, 0.1, 3.0), 0.1)
+            } else {
+                0.0
+            };
+            PathSpec {
+                rate_mbit: Some(round_to(rate, 1.0).max(5.0)),
+                delay_ms,
+                jitter_ms,
+                loss_pct,
+            }
+        })
+        .collect::<Vec<_>>();
+    let mut event = Vec::new();
+    if rng.chance(0.2) {
+        let cut = 1 + (rng.next_u64() % paths as u64) as usize;
+        let at = round_to(uniform(rng, 3.0, 5.0), 0.5);
+        let back = at + round_to(uniform(rng, 2.0, 3.0), 0.5);
+        for (at, action) in [(at, "down"), (back, "up")] {
+            event.push(Event {
+                at,
+                path: cut,
+                action: Some(action.to_string()),
+                loss_pct: None,
+                delay_ms: None,
+                rate_mbit: None,
+            });
+        }
+    }
+    let congestion_control = if rng.chance(0.5) { "cubic" } else { "bbr" };
+    Scenario {
+        duration: DURATION_S,
+        congestion_control: congestion_control.to_string(),
+        scheduler: None,
+        path,
+        path_mtu: None,
+        event,
+    }
+}
+
+/// How mptun did in one scenario of a sweep.
+#[derive(Clone, Debug, Serialize)]
+pub struct SweepResult {
+    /// Number in the sweep, from 1.
+    pub number: usize,
+    /// The scenario, as a scenario file would give it.
+    pub scenario: Scenario,
+    /// mptun's goodput.
+    pub mptun_mbps: f64,
+    /// The paths' own single-flow rates, summed.
+    pub sum_mbps: f64,
+    /// The best path alone: the highest of the paths' own rates and the
+    /// best-path row.
+    pub best_path_mbps: f64,
+    /// One MPTCP connection with a subflow in each WireGuard tunnel, if it
+    /// was measured.
+    pub mptcp_wireguard_mbps: Option<f64>,
+    /// mptun over the sum.
+    pub fraction_of_sum: f64,
+    /// mptun over the best path alone.
+    pub ratio_to_best: f64,
+    /// mptun over MPTCP over WireGuard.
+    pub ratio_to_mptcp_wireguard: Option<f64>,
+    /// mptun's hold p99 after the flow's first second, ms.
+    pub hold_p99_steady_ms: Option<f64>,
+    /// The paths' one-way delay spread, ms.
+    pub delay_spread_ms: f64,
+    /// A class of scenario mptun is known not to serve well, if this is one.
+    pub known_class: Option<String>,
+    /// The highest steal while a system was measured, %.
+    pub steal_pct: Option<f64>,
+    /// Every system's figures.
+    pub systems: Vec<SystemResult>,
+}
+
+impl SweepResult {
+    fn of(number: usize, report: &LabReport) -> SweepResult {
+        let mptun_mbps = report.systems.first().map_or(0.0, |s| s.goodput_mbps);
+        let sum_mbps: f64 = report.path_rates_mbps.iter().sum();
+        let best_row = report
+            .systems
+            .iter()
+            .filter(|s| s.name.starts_with("best path"))
+            .map(|s| s.goodput_mbps);
+        let best_path_mbps = report
+            .path_rates_mbps
+            .iter()
+            .copied()
+            .chain(best_row)
+            .fold(0.0, f64::max);
+        let mptcp_wireguard_mbps = report
+            .systems
+            .iter()
+            .find(|s| s.name.starts_with("MPTCP over"))
+            .map(|s| s.goodput_mbps);
+        let ratio = |of: f64| if of > 0.0 { mptun_mbps / of } else { 0.0 };
+        let scenario = &report.scenario;
+        let delay_spread_ms = scenario.delay_spread_ms();
+        let known_class = (scenario.congestion_control == "bbr" && delay_spread_ms >= BBR_SKEW_MS)
+            .then(|| "rtt skew with inner bbr".to_string());
+        SweepResult {
+            number,
+            scenario: scenario.clone(),
+            mptun_mbps,
+            sum_mbps,
+            best_path_mbps,
+            mptcp_wireguard_mbps,
+            fraction_of_sum: ratio(sum_mbps),
+            ratio_to_best: ratio(best_path_mbps),
+            ratio_to_mptcp_wireguard: mptcp_wireguard_mbps.map(ratio),
+            hold_p99_steady_ms: report.mptun.hold_p99_steady_ms,
+            delay_spread_ms,
+            known_class,
+            steal_pct: report
+                .systems
+                .iter()
+                .filter_map(|s| s.host.steal_pct)
+                .reduce(f64::max),
+            systems: report.systems.clone(),
+        }
+    }
+
+    /// Whether the hold p99 after the first second is within the delay
+    /// spread plus 5 ms (a flow that held nothing is within).
+    pub fn hold_within_spread(&self) -> bool {
+        self.hold_p99_steady_ms
+            .is_none_or(|h| h <= self.delay_spread_ms + 5.0)
+    }
+}
+
+/// The sweep's figures over all its scenarios.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct SweepSummary {
+    /// Scenarios run.
+    pub scenarios: usize,
+    /// The lowest ratio of mptun to the best path, and in which scenario.
+    pub min_ratio_to_best: Option<(f64, usize)>,
+    /// Scenarios where mptun reached at least 0.95 of the best path.
+    pub at_least_095_of_best: usize,
+    /// Median and 10th percentile of mptun's fraction of the sum.
+    pub median_fraction_of_sum: Option<f64>,
+    /// See `median_fraction_of_sum`.
+    pub p10_fraction_of_sum: Option<f64>,
+    /// Scenarios where mptun was at or above MPTCP over WireGuard, of those
+    /// where that was measured.
+    pub at_or_above_mptcp_wireguard: usize,
+    /// See `at_or_above_mptcp_wireguard`.
+    pub mptcp_wireguard_measured: usize,
+    /// Scenarios whose hold p99 after the first second was within the
+    /// delay spread + 5 ms.
+    pub hold_within_spread: usize,
+    /// Scenarios in a known class, by class: (class, count, lowest ratio to
+    /// the best path).
+    pub known_classes: Vec<(String, usize, f64)>,
+}
+
+/// Return the `q` quantile (0..=1) of `values`, nearest rank.
+fn quantile(values: &[f64], q: f64) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let rank = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len());
+    Some(v[rank - 1])
+}
+
+impl SweepSummary {
+    pub fn of(results: &[SweepResult]) -> SweepSummary {
+        let fractions: Vec<f64> = results.iter().map(|r| r.fraction_of_sum).collect();
+        let mut known: Vec<(String, usize, f64)> = Vec::new();
+        for r in results {
+            let Some(class) = &r.known_class else {
+                continue;
+            };
+            match known.iter_mut().find(|(c, _, _)| c == class) {
+                Some(entry) => {
+                    entry.1 += 1;
+                    entry.2 = entry.2.min(r.ratio_to_best);
+                }
+                None => known.push((class.clone(), 1, r.ratio_to_best)),
+            }
+        }
+        SweepSummary {
+            scenarios: results.len(),
+            min_ratio_to_best: results
+                .iter()
+                .map(|r| (r.ratio_to_best, r.number))
+                .min_by(|a, b| a.0.total_cmp(&b.0)),
+            at_least_095_of_best: results.iter().filter(|r| r.ratio_to_best >= 0.95).count(),
+            median_fraction_of_sum: quantile(&fractions, 0.5),
+            p10_fraction_of_sum: quantile(&fractions, 0.1),
+            at_or_above_mptcp_wireguard: results
+                .iter()
+                .filter(|r| r.ratio_to_mptcp_wireguard.is_some_and(|x| x >= 1.0))
+                .count(),
+            mptcp_wireguard_measured: results
+                .iter()
+                .filter(|r| r.ratio_to_mptcp_wireguard.is_some())
+                .count(),
+            hold_within_spread: results.iter().filter(|r| r.hold_within_spread()).count(),
+            known_classes: known,
+        }
+    }
+}
+
+/// A whole sweep, as `--json` prints it.
+#[derive(Clone, Debug, Serialize)]
+pub struct SweepReport {
+    pub seed: u64,
+    pub results: Vec<SweepResult>,
+    pub summary: SweepSummary,
+}
+
+/// Run `count` scenarios drawn from `seed`, each with `--compare`;
+/// `progress` gets a line per scenario as it finishes.
+pub fn run(
+    seed: u64,
+    count: usize,
+    base: &LabOptions,
+    mut progress: impl FnMut(&str),
+) -> anyhow::Result<SweepReport> {
+    let mut results = Vec::new();
+    for (i, scenario) in draw(seed, count).into_iter().enumerate() {
+        let number = i + 1;
+        let options = LabOptions {
+            scenario,
+            scenario_name: format!("sweep seed {seed} #{number}"),
+            compare: true,
+            json: true,
+            mptun_exe: base.mptun_exe.clone(),
+        };
+        let report = super::run::run(&options)?;
+        let result = SweepResult::of(number, &report);
+        progress(&render_line(&result));
+        results.push(result);
+    }
+    let summary = SweepSummary::of(&results);
+    Ok(SweepReport {
+        seed,
+        results,
+        summary,
+    })
+}
+
+/// Describe a scenario's paths in one short line.
+pub fn describe(s: &Scenario) -> String {
+    let paths: Vec<String> = s
+        .path
+        .iter()
+        .map(|p| {
+            let mut d = format!("{}@{}", p.rate_mbit.unwrap_or(0.0), p.delay_ms);
+            if p.jitter_ms > 0.0 {
+                let _ = write!(d, "~{}", p.jitter_ms);
+            }
+            if p.loss_pct > 0.0 {
+                let _ = write!(d, "/{}%", p.loss_pct);
+            }
+            d
+        })
+        .collect();
+    let cut = s
+        .event
+        .first()
+        .map_or(String::new(), |e| format!(", cut {} at {} s", e.path, e.at));
+    format!("{} {}{cut}", s.congestion_control, paths.join(" "))
+}
+
+fn render_line(r: &SweepResult) -> String {
+    format!(
+        "#{:<3} {:>7.1} {:>6.0}% {:>6.2} {:>7} {:>9} {:>7.1}  {}{}",
+        r.number,
+        r.mptun_mbps,
+        100.0 * r.fraction_of_sum,
+        r.ratio_to_best,
+        r.ratio_to_mptcp_wireguard
+            .map_or("-".into(), |x| format!("{x:.2}")),
+        r.hold_p99_steady_ms
+            .map_or("-".into(), |h| format!("{h:.1}")),
+        r.delay_spread_ms,
+        describe(&r.scenario),
+        r.known_class
+            .as_ref()
+            .map_or(String::new(), |c| format!(" [{c}]")),
+    )
+}
+
+/// The header of the lines [`run`] passes to `progress`.
+pub const HEADER: &str =
+    "#     Mbit/s of sum  /best /MPTCP-WG hold p99 spread  scenario (Mbit/s@ms~jitter/loss)";
+
+/// Render a sweep as text.
+pub fn render(report: &SweepReport) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "sweep seed {}", report.seed);
+    let _ = writeln!(o, "{HEADER}");
+    for r in &report.results {
+        let _ = writeln!(o, "{}", render_line(r));
+    }
+    let s = &report.summary;
+    let n = s.scenarios.max(1) as f64;
+    let _ = writeln!(o, "summary over {} scenarios:", s.scenarios);
+    if let Some((ratio, number)) = s.min_ratio_to_best {
+        let _ = writeln!(
+            o,
+            "  mptun / best path: lowest {ratio:.2} (#{number}); at least 0.95 in {} of {}",
+            s.at_least_095_of_best, s.scenarios
+        );
+    }
+    if let (Some(median), Some(p10)) = (s.median_fraction_of_sum, s.p10_fraction_of_sum) {
+        let _ = writeln!(
+            o,
+            "  mptun / sum of paths: median {median:.2}, 10th percentile {p10:.2}"
+        );
+    }
+    let _ = writeln!(
+        o,
+        "  mptun at or above MPTCP over WireGuard: {} of {} measured",
+        s.at_or_above_mptcp_wireguard, s.mptcp_wireguard_measured
+    );
+    let _ = writeln!(
+        o,
+        "  hold p99 after the first second within the delay spread + 5 ms: {} of {} ({:.0}%)",
+        s.hold_within_spread,
+        s.scenarios,
+        100.0 * s.hold_within_spread as f64 / n
+    );
+    for (class, count, lowest) in &s.known_classes {
+        let _ = writeln!(
+            o,
+            "  known class \"{class}\": {count} scenario(s), lowest mptun / best path {lowest:.2}"
+        );
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_seed_draws_the_same_scenarios_every_time() {
+        let a = draw(7, 30);
+        let b = draw(7, 30);
+        assert_eq!(
+            a.iter().map(describe).collect::<Vec<_>>(),
+            b.iter().map(describe).collect::<Vec<_>>()
+        );
+        assert_ne!(
+            a.iter().map(describe).collect::<Vec<_>>(),
+            draw(8, 30).iter().map(describe).collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn drawn_scenarios_stay_within_the_documented_distribution() {
+        let scenarios = draw(1, 500);
+        let mut counts = [0usize; 7];
+        let (mut lossy, mut cut, mut bbr) = (0, 0, 0);
+        for s in &scenarios {
+            let text = toml::to_string(s).expect("a scenario serializes");
+            Scenario::parse(&text, "drawn").expect("a drawn scenario is valid");
+            counts[s.path.len()] += 1;
+            let sum = s.sum_rate_mbit();
+            assert!(sum <= MAX_SUM_MBIT + 5.0 * s.path.len() as f64, "{sum}");
+            for p in &s.path {
+                let rate = p.rate_mbit.expect("every drawn path is shaped");
+                assert!((5.0..=400.0).contains(&rate), "{rate}");
+                assert!((1.0..=80.0).contains(&p.delay_ms), "{}", p.delay_ms);
+                assert!(p.jitter_ms <= 5.0 && p.jitter_ms <= p.delay_ms);
+                assert!(p.loss_pct <= 3.0);
+                lossy += usize::from(p.loss_pct > 0.0);
+            }
+            cut += usize::from(!s.event.is_empty());
+            bbr += usize::from(s.congestion_control == "bbr");
+        }
+        assert_eq!(counts[0] + counts[1], 0);
+        assert!(counts[2..].iter().all(|&c| c > 60), "{counts:?}");
+        let paths: usize = scenarios.iter().map(|s| s.path.len()).sum();
+        assert!((0.18..0.32).contains(&(lossy as f64 / paths as f64)));
+        assert!((60..140).contains(&cut), "{cut}");
+        assert!((200..300).contains(&bbr), "{bbr}");
+    }
+
+    #[test]
+    fn the_summary_takes_quantiles_and_the_worst_case() {
+        let result = |number, fraction: f64, best: f64, mptcp: f64, hold: f64| SweepResult {
+            number,
+            scenario: draw(1, 1).remove(0),
+            mptun_mbps: 100.0,
+            sum_mbps: 100.0 / fraction,
+            best_path_mbps: 100.0 / best,
+            mptcp_wireguard_mbps: Some(100.0 / mptcp),
+            fraction_of_sum: fraction,
+            ratio_to_best: best,
+            ratio_to_mptcp_wireguard: Some(mptcp),
+            hold_p99_steady_ms: Some(hold),
+            delay_spread_ms: 10.0,
+            known_class: None,
+            steal_pct: None,
+            systems: Vec::new(),
+        };
+        let results: Vec<SweepResult> = (1..=10)
+            .map(|i| {
+                let f = i as f64 / 10.0;
+                result(
+                    i,
+                    f,
+                    1.0 + f,
+                    if i > 5 { 1.1 } else { 0.9 },
+                    10.0 + i as f64,
+                )
+            })
+            .collect();
+        let s = SweepSummary::of(&results);
+        assert_eq!(s.median_fraction_of_sum, Some(0.5));
+        assert_eq!(s.p10_fraction_of_sum, Some(0.1));
+        assert_eq!(s.min_ratio_to_best, Some((1.1, 1)));
+        assert_eq!(s.at_or_above_mptcp_wireguard, 5);
+        assert_eq!(s.hold_within_spread, 5);
+    }
+}
