@@ -40,24 +40,24 @@ fn number(p: &PacketBuf) -> u64 {
 #[derive(Clone, Copy)]
 struct PathSpec {
     rate_mbit: f64,
-    delay_ms: u64,
-    jitter_ms: u64,
+    delay_ms: f64,
+    jitter_ms: f64,
     loss: f64,
 }
 
 fn path(rate_mbit: f64, delay_ms: u64, loss: f64) -> PathSpec {
     PathSpec {
         rate_mbit,
-        delay_ms,
-        jitter_ms: 0,
+        delay_ms: delay_ms as f64,
+        jitter_ms: 0.0,
         loss,
     }
 }
 
 fn direction(spec: PathSpec, loss: f64, seed: u64) -> Direction {
     let config = DirectionConfig {
-        delay: Duration::from_millis(spec.delay_ms),
-        jitter: Duration::from_millis(spec.jitter_ms),
+        delay: Duration::from_secs_f64(spec.delay_ms / 1e3),
+        jitter: Duration::from_secs_f64(spec.jitter_ms / 1e3),
         loss,
         rate_bps: Some((spec.rate_mbit * 1e6) as u64),
         ..DirectionConfig::default()
@@ -721,7 +721,7 @@ fn a_constant_rate_stream_at_half_the_capacity_of_unequal_paths_loses_nothing() 
     // more than the best path carries, over paths of 5, 20 and 35 ms with a
     // little jitter. Nothing may be lost, in either direction.
     let jittery = |rate, delay| PathSpec {
-        jitter_ms: 1,
+        jitter_ms: 1.0,
         ..path(rate, delay, 0.0)
     };
     let paths = [jittery(50.0, 5), jittery(40.0, 20), jittery(30.0, 35)];
@@ -735,9 +735,113 @@ fn a_constant_rate_stream_at_half_the_capacity_of_unequal_paths_loses_nothing() 
 /// A path with jitter.
 fn jittery(rate_mbit: f64, delay_ms: u64, jitter_ms: u64, loss: f64) -> PathSpec {
     PathSpec {
-        jitter_ms,
+        jitter_ms: jitter_ms as f64,
         ..path(rate_mbit, delay_ms, loss)
     }
+}
+
+/// A window-based bulk flow straight over one path, with no tunnel: what
+/// one TCP flow gets from the path alone (the lab's "best path" row). Only
+/// `per_tick`, `offered` and `delivered` are filled in.
+fn bare_window(seed: u64, spec: PathSpec, seconds: f64, changes: &[(f64, bool)]) -> Report {
+    let t0 = Instant::now();
+    let mut to_b = direction(spec, spec.loss, seed);
+    let mut to_a = direction(spec, 0.0, seed ^ 0x5eed);
+    // Arrival time, order; then to B?, the link's cut epoch when sent, the
+    // packet's number (data) or the acknowledged number and gap (acks).
+    let mut due: BinaryHeap<Reverse<(Instant, u64, bool, u64, u64, bool)>> = BinaryHeap::new();
+    let mut order = 0u64;
+    let mut sender = WindowSender::new(t0);
+    let mut report = Report {
+        per_tick: vec![0; (seconds * 10.0).ceil() as usize + 1],
+        ..Report::default()
+    };
+    let (mut b_highest, mut b_gap, mut b_unacked) = (0u64, false, 0u32);
+    let mut changes = changes.to_vec();
+    changes.sort_by(|x, y| x.0.total_cmp(&y.0));
+    let mut changes = changes.into_iter().peekable();
+    let start = t0 + 500 * MS;
+    let end = t0 + Duration::from_secs_f64(seconds);
+    let mut now = start;
+    while now < end {
+        let mut acked_now = false;
+        while let Some(&(at, up)) = changes.peek() {
+            if t0 + Duration::from_secs_f64(at) > now {
+                break;
+            }
+            changes.next();
+            to_b.set_up(up);
+            to_a.set_up(up);
+        }
+        while let Some(&Reverse((at, _, to_b_side, epoch, n, gap))) = due.peek() {
+            if at > now {
+                break;
+            }
+            due.pop();
+            let link_epoch = if to_b_side {
+                to_b.epoch()
+            } else {
+                to_a.epoch()
+            };
+            if epoch != link_epoch {
+                continue; // in flight when the path was cut
+            }
+            if to_b_side {
+                b_gap |= n > b_highest + 1;
+                b_highest = b_highest.max(n);
+                b_unacked += 1;
+                report.delivered += 1;
+                if let Some(bucket) = report
+                    .per_tick
+                    .get_mut(((now - t0).as_millis() / 100) as usize)
+                {
+                    *bucket += 1;
+                }
+                if b_unacked == 2 {
+                    if let Some(at) = to_a.handle_arrival(now, REVERSE_PACKET + OUTER) {
+                        order += 1;
+                        due.push(Reverse((at, order, false, to_a.epoch(), b_highest, b_gap)));
+                    }
+                    (b_gap, b_unacked) = (false, 0);
+                }
+            } else {
+                sender.on_ack(now, n, gap, report.offered);
+                acked_now = true;
+            }
+        }
+        if sender.rto_at(report.offered).is_some_and(|t| t <= now) {
+            sender.on_rto(now, report.offered);
+            acked_now = true;
+        }
+        if acked_now || report.offered == 0 {
+            for _ in 0..sender.allowance(report.offered) {
+                report.offered += 1;
+                if let Some(at) = to_b.handle_arrival(now, PACKET + OUTER) {
+                    order += 1;
+                    due.push(Reverse((
+                        at,
+                        order,
+                        true,
+                        to_b.epoch(),
+                        report.offered,
+                        false,
+                    )));
+                }
+            }
+        }
+        let mut next = end;
+        if let Some(Reverse((at, ..))) = due.peek() {
+            next = next.min(*at);
+        }
+        if let Some(rto) = sender.rto_at(report.offered) {
+            next = next.min(rto);
+        }
+        if let Some(&(at, _)) = changes.peek() {
+            next = next.min(t0 + Duration::from_secs_f64(at));
+        }
+        now = next.max(now);
+    }
+    report
 }
 
 /// Run a bulk flow over `paths` and over the best of them alone, and return
@@ -781,5 +885,158 @@ fn a_bulk_flow_uses_the_biggest_path_among_four_unequal_ones() {
     assert!(
         mptun >= 0.95 * best,
         "{mptun:.1} Mbit/s over four paths, {best:.1} over the best alone"
+    );
+}
+
+/// A lab sweep scenario, as the simulation runs it: its paths, and its cut
+/// and restore (seconds from the simulation's start, which is half a second
+/// before the flow's).
+fn from_lab(scenario: &mptun::lab::scenario::Scenario) -> (Vec<PathSpec>, Vec<(f64, Change)>) {
+    let paths = scenario
+        .path
+        .iter()
+        .map(|p| PathSpec {
+            rate_mbit: p.rate_mbit.unwrap_or(1000.0),
+            delay_ms: p.delay_ms,
+            jitter_ms: p.jitter_ms,
+            loss: p.loss_pct / 100.0,
+        })
+        .collect();
+    let changes = scenario
+        .event
+        .iter()
+        .filter_map(|e| {
+            let path = e.path.checked_sub(1)?;
+            let change = match e.action.as_deref() {
+                Some("down") => Change::Cut(path),
+                Some("up") => Change::Restore(path),
+                _ => return None,
+            };
+            Some((e.at + 0.5, change))
+        })
+        .collect();
+    (paths, changes)
+}
+
+/// How mptun did on one drawn scenario.
+struct SweepRow {
+    mptun: f64,
+    best: f64,
+    sum: f64,
+    hold_p99_ms: f64,
+    spread_ms: f64,
+}
+
+fn sweep_row(number: usize, seed: u64, scenario: &mptun::lab::scenario::Scenario) -> SweepRow {
+    const SECONDS: f64 = 10.5;
+    let (paths, changes) = from_lab(scenario);
+    let mut sim = Sim::window(seed, &paths, SECONDS);
+    sim.changes = changes.clone();
+    let r = run(&format!("sweep #{number}"), sim);
+    let mptun = r.mbps(0.5, SECONDS);
+    let alone: Vec<f64> = paths
+        .iter()
+        .enumerate()
+        .map(|(i, &spec)| {
+            let cuts: Vec<(f64, bool)> = changes
+                .iter()
+                .filter_map(|&(at, c)| match c {
+                    Change::Cut(p) if p == i => Some((at, false)),
+                    Change::Restore(p) if p == i => Some((at, true)),
+                    _ => None,
+                })
+                .collect();
+            bare_window(seed + i as u64, spec, SECONDS, &cuts).mbps(0.5, SECONDS)
+        })
+        .collect();
+    let best = alone.iter().copied().fold(0.0, f64::max);
+    let sum = alone.iter().sum();
+    let spread_ms = scenario.delay_spread_ms();
+    let hold_p99_ms = r.hold_p99.map_or(0.0, |d| d.as_secs_f64() * 1e3);
+    let describe: Vec<String> = paths
+        .iter()
+        .map(|p| {
+            format!(
+                "{:.0}M/{}ms/j{}/l{:.1}%",
+                p.rate_mbit,
+                p.delay_ms,
+                p.jitter_ms,
+                p.loss * 100.0
+            )
+        })
+        .collect();
+    eprintln!(
+        "#{number:2} {:50} mptun {mptun:6.1} best {best:6.1} sum {sum:6.1}  x best {:.2}  of sum {:.2}  hold p99 {hold_p99_ms:.1} ms (spread {spread_ms:.1}){}  shares {:?}",
+        describe.join(" "),
+        mptun / best,
+        mptun / sum,
+        if changes.is_empty() { "" } else { " cut" },
+        r.shares.iter().map(|s| (s * 100.0).round()).collect::<Vec<_>>(),
+    );
+    SweepRow {
+        mptun,
+        best,
+        sum,
+        hold_p99_ms,
+        spread_ms,
+    }
+}
+
+/// The issue's bars, on scenarios drawn as the lab's sweep draws them, with
+/// a window flow as the inner TCP (CUBIC-like: the simulation has no bbr),
+/// against the same flow over each path alone with no tunnel.
+/// `SWEEP_SEED` and `SWEEP_COUNT` choose other draws, `SWEEP_ONLY=N` runs
+/// the Nth scenario alone.
+#[test]
+#[ignore = "fails today: seed 1, lowest 0.02 of the best path, median 0.37 and 10th percentile 0.04 of the sum; the scheduler work of issue 14"]
+fn a_sweep_of_drawn_scenarios_never_falls_below_the_best_path() {
+    let env = |name: &str, default: u64| {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    let seed = env("SWEEP_SEED", 1);
+    let count = env("SWEEP_COUNT", 30) as usize;
+    let scenarios = mptun::lab::sweep::draw(seed, count);
+    let only = env("SWEEP_ONLY", 0) as usize;
+    let rows: Vec<SweepRow> = scenarios
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| only == 0 || only == i + 1)
+        .map(|(i, s)| sweep_row(i + 1, seed.wrapping_mul(100).wrapping_add(i as u64), s))
+        .collect();
+    let mut fractions: Vec<f64> = rows.iter().map(|r| r.mptun / r.sum).collect();
+    fractions.sort_by(f64::total_cmp);
+    let quantile = |q: f64| fractions[((fractions.len() - 1) as f64 * q).round() as usize];
+    let worst = rows
+        .iter()
+        .map(|r| r.mptun / r.best)
+        .fold(f64::MAX, f64::min);
+    let holds_within = rows
+        .iter()
+        .filter(|r| r.hold_p99_ms <= r.spread_ms + 5.0)
+        .count() as f64
+        / rows.len() as f64;
+    eprintln!(
+        "sweep seed {seed}: lowest x best {worst:.2}, of sum median {:.2} p10 {:.2}, hold within spread + 5 ms in {:.0}%",
+        quantile(0.5),
+        quantile(0.1),
+        holds_within * 100.0
+    );
+    assert!(worst >= 0.95, "lowest ratio to the best path {worst:.2}");
+    assert!(
+        quantile(0.5) >= 0.90,
+        "median fraction of the sum {:.2}",
+        quantile(0.5)
+    );
+    assert!(
+        quantile(0.1) >= 0.80,
+        "10th percentile of the sum {:.2}",
+        quantile(0.1)
+    );
+    assert!(
+        holds_within >= 0.9,
+        "hold within the spread in {holds_within:.2}"
     );
 }
