@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use crate::buf::{BufPool, PacketBuf};
 use crate::path::{PathEstimate, PathEvent, PathId, PathSet, PathState};
-use crate::paths::PathTable;
+use crate::paths::{PathTable, HOLD_FLOOR};
 use crate::reorder::{Arrival, HoldHistogram, ReorderBuffer, ReorderConfig, ReorderStats};
 use crate::scheduler::{Policy, Scheduler};
 use crate::sent_log::SentLog;
@@ -512,7 +512,11 @@ impl Endpoint {
     }
 
     /// Resend the data packets a NACK from the peer asks for, each on the
-    /// path where it arrives soonest, other than the one that lost it.
+    /// path where it arrives soonest among the clean ones other than the one
+    /// that lost it; and a copy on the path where it arrives soonest of all,
+    /// if that is sooner by more than the receiver's margin (a near lossy
+    /// path beside far clean ones: the far repair would come after the
+    /// receiver gave up on it).
     fn handle_nack(&mut self, now: Instant, path: PathId, buf: &PacketBuf) {
         let nack = match Nack::decode(buf.packet()) {
             Ok(nack) => nack,
@@ -527,6 +531,10 @@ impl Endpoint {
             return;
         }
         let delivering = self.paths.still_delivering(now);
+        let usable = self.paths.usable();
+        // The margin the receiver's repair wait has over the fastest round
+        // trip: a repair later than that may come after it gave up.
+        let margin_us = HOLD_FLOOR.as_secs_f64() * 1e6;
         for seq in nack.seqs() {
             let mut copy = self.pool.take(0);
             let Some(lost_on) = self.sent.take_for_resend(seq).map(|(lost_on, packet)| {
@@ -537,22 +545,42 @@ impl Endpoint {
                 continue;
             };
             let len = copy.len();
-            let candidates = self.paths.usable_for_repair(lost_on);
-            let Some(path) = self
-                .scheduler
-                .pick(self.paths.as_mut_slice(), now, len, candidates)
-            else {
+            let clean = self.paths.usable_for_repair(lost_on);
+            let paths = self.paths.as_mut_slice();
+            let Some((path, arrival)) = self.scheduler.pick_soonest(paths, now, len, clean) else {
                 self.pool.put(copy);
                 continue;
             };
-            // A repair does not make its path one the receiver must wait on
-            // for gaps: nothing sent after it follows it there.
-            let mut carrying = delivering;
-            carrying.insert(path);
-            let trailer = self.data_trailer(now, path, seq, len, carrying, true);
-            self.path_stats[path.index()].resent += 1;
-            self.queue_data(path, &trailer, copy);
+            let paths = self.paths.as_mut_slice();
+            let soonest = self
+                .scheduler
+                .pick_soonest(paths, now, len, usable)
+                .filter(|&(p, a)| p != path && a + margin_us < arrival);
+            if let Some((sooner, _)) = soonest {
+                let mut second = self.pool.take(0);
+                second.extend_from_slice(copy.packet());
+                self.queue_repair(now, sooner, seq, delivering, second);
+            }
+            self.queue_repair(now, path, seq, delivering, copy);
         }
+    }
+
+    /// Queue the repair of packet `seq` on `path`.
+    fn queue_repair(
+        &mut self,
+        now: Instant,
+        path: PathId,
+        seq: Seq,
+        delivering: PathSet,
+        buf: PacketBuf,
+    ) {
+        // A repair does not make its path one the receiver must wait on for
+        // gaps: nothing sent after it follows it there.
+        let mut carrying = delivering;
+        carrying.insert(path);
+        let trailer = self.data_trailer(now, path, seq, buf.len(), carrying, true);
+        self.path_stats[path.index()].resent += 1;
+        self.queue_data(path, &trailer, buf);
     }
 
     /// Account for a data packet numbered `seq` sent on `path`, and return

@@ -34,7 +34,7 @@ pub(crate) const LOSS_CLEAN: f64 = 0.002;
 const LOSS_MIN_PACKETS: u64 = 1000;
 /// Floor of the receiver's adaptive hold time, and margin of the repair
 /// time.
-const HOLD_FLOOR: Duration = Duration::from_millis(2);
+pub(crate) const HOLD_FLOOR: Duration = Duration::from_millis(2);
 /// How long a path may stay down before a fresh WireGuard handshake is worth
 /// trying: the peer may have restarted and lost its session.
 const REHANDSHAKE_AFTER: Duration = Duration::from_secs(1);

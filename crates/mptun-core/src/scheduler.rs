@@ -68,6 +68,26 @@ impl Scheduler {
         }
     }
 
+    /// Return the path among `candidates` where `len` bytes sent at `now`
+    /// arrive soonest, with that arrival (µs, relative to the nearest
+    /// path's base delay): for repairs, which a receiver is waiting on.
+    pub fn pick_soonest(
+        &self,
+        paths: &mut [Path],
+        now: Instant,
+        len: usize,
+        candidates: PathSet,
+    ) -> Option<(PathId, f64)> {
+        let base_min = base_min(paths);
+        candidates
+            .iter()
+            .map(|path| {
+                let p = &mut paths[path.index()];
+                (path, arrival_us(p, now, len, base_min))
+            })
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+    }
+
     /// Count a data packet (not a repair) sent on `path`, for the caps.
     pub fn note_sent(&mut self, path: PathId) {
         if matches!(&self.policy, Policy::Adaptive { caps: Some(_) }) {
@@ -89,21 +109,11 @@ fn earliest_arrival(
     caps: Option<&[f64]>,
     shares: &[f64],
 ) -> Option<PathId> {
-    let base_min = candidates
-        .iter()
-        .filter_map(|p| paths[p.index()].owd_out.min())
-        .min();
+    let base_min = base_min(paths);
     let mut best: Option<(f64, PathId)> = None;
     let mut capped_fallback: Option<(f64, PathId)> = None;
     for path in candidates.iter() {
-        let p = &mut paths[path.index()];
-        let queue = p.model_queue_us(now);
-        let rate = p.rate();
-        let base = match (p.owd_out.min(), base_min) {
-            (Some(b), Some(m)) => (b - m) as f64,
-            _ => 0.0,
-        };
-        let arrival = base + queue + len as f64 / rate;
+        let arrival = arrival_us(&mut paths[path.index()], now, len, base_min);
         let over_cap = caps.is_some_and(|c| {
             c.get(path.index())
                 .is_some_and(|&cap| shares.get(path.index()).is_some_and(|&s| s > cap))
@@ -118,6 +128,26 @@ fn earliest_arrival(
         }
     }
     best.or(capped_fallback).map(|(_, p)| p)
+}
+
+/// Return the lowest base one-way delay of all paths, if measured: arrivals
+/// are counted from it, so that they compare across sets of candidates.
+fn base_min(paths: &[Path]) -> Option<i64> {
+    paths.iter().filter_map(|p| p.owd_out.min()).min()
+}
+
+/// Return a path's base one-way delay above `base_min`, µs.
+fn base_above(p: &Path, base_min: Option<i64>) -> f64 {
+    match (p.owd_out.min(), base_min) {
+        (Some(b), Some(m)) => b.saturating_sub(m) as f64,
+        _ => 0.0,
+    }
+}
+
+/// Return when `len` bytes sent on `p` at `now` arrive, µs after the
+/// nearest path's base delay: base, queue, and the bytes' own time.
+fn arrival_us(p: &mut Path, now: Instant, len: usize, base_min: Option<i64>) -> f64 {
+    base_above(p, base_min) + p.model_queue_us(now) + len as f64 / p.rate()
 }
 
 /// Smooth weighted round-robin over the paths that are usable right now.
