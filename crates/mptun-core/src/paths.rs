@@ -26,8 +26,10 @@ use crate::wire::Probe;
 
 /// Loss above which a path is set aside while another is clean. Repairs
 /// hide a path's losses from the inner flow, at the cost of a round trip's
-/// wait for each: worth it for a few losses, not for many.
-const LOSS_SET_ASIDE: f64 = 0.02;
+/// wait for each and a second copy of each: at random loss p a path still
+/// adds about (1 - 2p) of its rate, worth it up to several percent, not
+/// when every tenth packet waits for its repair.
+const LOSS_SET_ASIDE: f64 = 0.1;
 /// Loss below which a path counts as clean.
 pub(crate) const LOSS_CLEAN: f64 = 0.002;
 /// Packets a path must have carried before its loss is judged.
