@@ -740,6 +740,11 @@ fn jittery(rate_mbit: f64, delay_ms: u64, jitter_ms: u64, loss: f64) -> PathSpec
     }
 }
 
+/// A frame on a bare path: arrival time, order sent; then to B?, the link's
+/// cut epoch when sent, the packet's number (data) or the number
+/// acknowledged and whether past a gap (acks).
+type BareFrame = (Instant, u64, bool, u64, u64, bool);
+
 /// A window-based bulk flow straight over one path, with no tunnel: what
 /// one TCP flow gets from the path alone (the lab's "best path" row). Only
 /// `per_tick`, `offered` and `delivered` are filled in.
@@ -747,9 +752,7 @@ fn bare_window(seed: u64, spec: PathSpec, seconds: f64, changes: &[(f64, bool)])
     let t0 = Instant::now();
     let mut to_b = direction(spec, spec.loss, seed);
     let mut to_a = direction(spec, 0.0, seed ^ 0x5eed);
-    // Arrival time, order; then to B?, the link's cut epoch when sent, the
-    // packet's number (data) or the acknowledged number and gap (acks).
-    let mut due: BinaryHeap<Reverse<(Instant, u64, bool, u64, u64, bool)>> = BinaryHeap::new();
+    let mut due: BinaryHeap<Reverse<BareFrame>> = BinaryHeap::new();
     let mut order = 0u64;
     let mut sender = WindowSender::new(t0);
     let mut report = Report {
