@@ -22,7 +22,7 @@ use evidence::LossEvidence;
 pub use histogram::HoldHistogram;
 use hold::Hold;
 use repair::Repairs;
-use window::{Held, Window};
+use window::Window;
 
 use crate::path::{PathId, PathSet};
 use crate::seq::Seq;
@@ -236,6 +236,15 @@ impl<P> ReorderBuffer<P> {
         packet: P,
     ) -> Result<Verdict, (DropReason, P)> {
         let seq = arrival.seq;
+        let offset = seq.distance_from(self.window.next());
+        let capacity = self.config.capacity.max(1) as i64;
+        if offset >= capacity {
+            // Make room by giving up on the oldest gaps: afterwards `seq`
+            // is the last sequence number the window can hold. First, so
+            // that nothing below walks the gaps to a packet far ahead.
+            let new_next = Seq(seq.0.wrapping_sub(capacity as u32 - 1));
+            self.skip_to(now, new_next, Skip::Overflow);
+        }
         self.evidence.note(now, arrival);
         // In order with nothing held, there is no gap to judge.
         if seq != self.window.next() || self.window.held() > 0 {
@@ -243,20 +252,12 @@ impl<P> ReorderBuffer<P> {
         }
         self.evidence.arrived(now);
 
-        let mut offset = seq.distance_from(self.window.next());
+        let offset = seq.distance_from(self.window.next());
         if offset < 0 {
             self.hold.late(seq);
             self.repairs.late(seq, self.config.hold);
             self.stats.dropped_stale += 1;
             return Err((DropReason::Stale, packet));
-        }
-        let capacity = self.config.capacity.max(1) as i64;
-        if offset >= capacity {
-            // Make room by giving up on the oldest gaps: afterwards `seq`
-            // is the last sequence number the window can hold.
-            let new_next = Seq(seq.0.wrapping_sub(capacity as u32 - 1));
-            self.skip_to(now, new_next, Skip::Overflow);
-            offset = seq.distance_from(self.window.next());
         }
         let repair = self.repairs.arrived(seq, now, self.window.next());
         if repair {
@@ -415,29 +416,31 @@ impl<P> ReorderBuffer<P> {
 
     /// Move `next` forward to `target`, releasing what is held on the way and
     /// counting the gaps given up on, then release what follows contiguously.
+    /// Costs the packets held, however far ahead `target` is.
     fn skip_to(&mut self, now: Instant, target: Seq, why: Skip) {
-        while self.window.next().is_before(target) {
-            let seq = self.window.next();
-            match self.window.advance() {
-                Some(held) => self.release(now, held),
-                None => match why {
-                    Skip::Loss => self.stats.skipped_loss += 1,
-                    Skip::Timeout => {
-                        self.stats.skipped_timeout += 1;
-                        self.hold.timed_out(seq);
-                    }
-                    Skip::Overflow => self.stats.skipped_overflow += 1,
-                    Skip::Restart => self.stats.skipped_restart += 1,
-                },
+        let (ready, waits, hold) = (&mut self.ready, &mut self.waits, &mut self.hold);
+        let mut gaps = 0u64;
+        let beyond = self.window.skip_to(target, |seq, held| match held {
+            Some(held) => {
+                waits.record(now.saturating_duration_since(held.arrived));
+                ready.push_back(held.packet);
             }
-        }
+            None => {
+                gaps += 1;
+                if matches!(why, Skip::Timeout) {
+                    hold.timed_out(seq);
+                }
+            }
+        });
+        let gaps = gaps.saturating_add(beyond);
+        let count = match why {
+            Skip::Loss => &mut self.stats.skipped_loss,
+            Skip::Timeout => &mut self.stats.skipped_timeout,
+            Skip::Overflow => &mut self.stats.skipped_overflow,
+            Skip::Restart => &mut self.stats.skipped_restart,
+        };
+        *count = count.saturating_add(gaps);
         self.release_contiguous(now);
-    }
-
-    fn release(&mut self, now: Instant, held: Held<P>) {
-        self.waits
-            .record(now.saturating_duration_since(held.arrived));
-        self.ready.push_back(held.packet);
     }
 
     /// Release the held packets at the front, and forget what delivery
@@ -982,6 +985,32 @@ mod tests {
         assert_eq!(h.buf.stats().skipped_overflow, 5); // 1, 3, 4, 5, 6
         assert_eq!(h.buf.held_len(), 1);
         assert!(h.buf.window.end().distance_from(h.buf.window.next()) <= 64);
+    }
+
+    #[test]
+    fn a_packet_half_the_number_space_ahead_costs_the_window_not_the_distance() {
+        // An authenticated but hostile peer numbers a packet 2^31 - 1
+        // ahead, with repairs asked for. The buffer gives up on the window
+        // and follows it; it used to ask for repairs of, and then skip, the
+        // two billion numbers in between one at a time (seconds under the
+        // receiver's lock).
+        let mut h = Harness::repairing();
+        h.feed(0, P0, 0);
+        h.feed(0, P1, 2);
+        let far = 1u32 << 31;
+        h.feed(1, P0, far);
+        assert_eq!(h.delivered, vec![0, 2]);
+        let stats = h.buf.stats();
+        // 1, then 3 up to far - 64: the window holds far - 63 ..= far.
+        assert_eq!(stats.skipped_overflow, u64::from(far) - 63 - 2);
+        assert!(stats.repairs_requested <= 64, "{stats:?}");
+        assert_eq!(h.buf.held_len(), 1);
+        // And it goes on from there.
+        for seq in far - 63..far {
+            h.feed(2, P1, seq);
+        }
+        assert_eq!(h.delivered.len(), 2 + 64);
+        assert_eq!(h.delivered.last(), Some(&far));
     }
 
     #[test]

@@ -102,6 +102,23 @@ impl<P> Window<P> {
         front
     }
 
+    /// Step past every sequence number before `target`, handing each slot's
+    /// sequence number and what it held (`None` for a gap) to `step`;
+    /// return how many gaps lay beyond the slots. Costs the slots held, not
+    /// the distance: `target` may be any distance ahead.
+    pub fn skip_to(&mut self, target: Seq, mut step: impl FnMut(Seq, Option<Held<P>>)) -> u64 {
+        while self.next.is_before(target) && !self.slots.is_empty() {
+            let seq = self.next;
+            let held = self.advance();
+            step(seq, held);
+        }
+        let beyond = u64::try_from(target.distance_from(self.next)).unwrap_or(0);
+        if beyond > 0 {
+            self.next = target;
+        }
+        beyond
+    }
+
     /// Step past every held packet at the front, handing each to `release`.
     pub fn advance_contiguous(&mut self, mut release: impl FnMut(Held<P>)) {
         while let Some(Some(_)) = self.slots.front() {
