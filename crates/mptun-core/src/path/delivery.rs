@@ -238,13 +238,13 @@ impl Delivery {
             self.resumed_at = None;
         }
         let expected = report.rx_highest.distance_from(from);
-        let got = (report.rx_packets - last.rx_packets) as i64;
+        let got = i64::try_from(report.rx_packets - last.rx_packets).unwrap_or(i64::MAX);
         // A span with a packet sent into a standing queue is not judged: the
         // queue may be gone by the span's end (the inner flow backed off
         // after its drops).
         let sent_into_queue = self.last_congested.is_some_and(|c| from.is_before(c));
         if expected > 0 && !context.congested && !sent_into_queue && context.settled {
-            let lost = (expected - got).max(0) as f64;
+            let lost = expected.saturating_sub(got).max(0) as f64;
             let w = expected as f64 / (expected as f64 + LOSS_MEMORY_PACKETS);
             self.loss = self.loss * (1.0 - w) + (lost / expected as f64) * w;
             self.judged_packets += expected as u64;

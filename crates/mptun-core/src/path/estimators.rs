@@ -3,6 +3,13 @@
 
 use std::time::{Duration, Instant};
 
+/// Return `later - earlier`, µs, for two timestamps on different clocks (one
+/// of them the peer's, so any value): saturated, never an overflow.
+pub fn offset_us(later: u64, earlier: u64) -> i64 {
+    let d = i128::from(later) - i128::from(earlier);
+    i64::try_from(d).unwrap_or(if d < 0 { i64::MIN } else { i64::MAX })
+}
+
 /// Smoothed round-trip time and its variation, as TCP keeps them (RFC 6298).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RttEstimator {
@@ -110,7 +117,7 @@ impl DelayTracker {
     /// Return the latest sample above the minimum: queueing delay now, µs.
     pub fn latest_queueing(&self) -> f64 {
         match (self.latest, self.min()) {
-            (Some(l), Some(m)) => (l - m).max(0) as f64,
+            (Some(l), Some(m)) => l.saturating_sub(m).max(0) as f64,
             _ => 0.0,
         }
     }
@@ -176,6 +183,19 @@ impl WindowedMax {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn offsets_between_clocks_saturate() {
+        assert_eq!(offset_us(5, 3), 2);
+        assert_eq!(offset_us(3, 5), -2);
+        assert_eq!(offset_us(u64::MAX, 0), i64::MAX);
+        assert_eq!(offset_us(0, u64::MAX), i64::MIN);
+        let mut d = DelayTracker::new(Duration::from_secs(2));
+        let t0 = crate::tests::t0();
+        d.update(t0, i64::MIN);
+        d.update(t0, i64::MAX);
+        assert!(d.latest_queueing() > 0.0);
+    }
 
     #[test]
     fn rtt_converges_and_tracks_variation() {

@@ -19,7 +19,7 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use delivery::{Delivery, LossContext};
-use estimators::{DelayTracker, RttEstimator};
+use estimators::{offset_us, DelayTracker, RttEstimator};
 use liveness::Liveness;
 pub use liveness::PathState;
 use probing::{OurProbes, PeerProbes, BASE_DELAY_WINDOW, PROBE_BUSY, PROBE_IDLE};
@@ -382,10 +382,8 @@ impl Path {
                 .saturating_sub(probe.echo_sent_us)
                 .saturating_sub(waited);
             self.rtt.update(rtt as f64);
-            self.owd_out.update(
-                now,
-                probe.echo_arrived_us as i64 - probe.echo_sent_us as i64,
-            );
+            self.owd_out
+                .update(now, offset_us(probe.echo_arrived_us, probe.echo_sent_us));
             self.resync_queue(now, probe.echo_number);
         }
         // Without a fresh echo the queue is not known: our probe may have

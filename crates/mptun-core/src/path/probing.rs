@@ -4,8 +4,15 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use super::estimators::DelayTracker;
+use super::estimators::{offset_us, DelayTracker};
+use crate::seq::Seq;
 use crate::wire::Probe;
+
+/// Return whether probe number `a` comes after `b`, in serial-number order:
+/// numbers wrap after 2^32 probes (about 500 days at the busy rate).
+fn newer(a: u32, b: u32) -> bool {
+    Seq(b).is_before(Seq(a))
+}
 
 /// Probe interval of a path that carries no data.
 pub const PROBE_IDLE: Duration = Duration::from_millis(100);
@@ -96,7 +103,8 @@ impl OurProbes {
         sent_before: u64,
         model_queue_us: f64,
     ) -> u32 {
-        self.sent += 1;
+        // 0 stands for "none" in an echo: skipped when the numbers wrap.
+        self.sent = self.sent.wrapping_add(1).max(1);
         if self.in_flight.len() == PROBES_REMEMBERED {
             self.in_flight.pop_front();
         }
@@ -122,7 +130,7 @@ impl OurProbes {
     /// Take the echo of probe `number`; return whether it is fresh: newer
     /// than any echoed before, and of a probe we did send.
     pub fn take_echo(&mut self, number: u32) -> bool {
-        let fresh = number > self.last_echoed && number <= self.sent;
+        let fresh = newer(number, self.last_echoed) && !newer(number, self.sent);
         if fresh {
             self.last_echoed = number;
         }
@@ -132,7 +140,11 @@ impl OurProbes {
     /// Forget the probes older than `number`, and return probe `number`
     /// itself if it is remembered.
     pub fn echoed(&mut self, number: u32) -> Option<SentProbe> {
-        while self.in_flight.front().is_some_and(|p| p.number < number) {
+        while self
+            .in_flight
+            .front()
+            .is_some_and(|p| newer(number, p.number))
+        {
             self.in_flight.pop_front();
         }
         self.in_flight
@@ -143,7 +155,9 @@ impl OurProbes {
 
     /// Return our oldest probe the peer has not echoed yet.
     pub fn oldest_unechoed(&self) -> Option<&SentProbe> {
-        self.in_flight.iter().find(|p| p.number > self.last_echoed)
+        self.in_flight
+            .iter()
+            .find(|p| newer(p.number, self.last_echoed))
     }
 
     /// Forget which probes were echoed: the peer restarted, and its echoes
@@ -189,7 +203,10 @@ impl PeerProbes {
     /// false if it is no newer than one taken before (reordered or
     /// replayed), and so says nothing new.
     pub fn handle(&mut self, now: Instant, now_us: u64, probe: &Probe) -> bool {
-        if self.last.is_some_and(|old| old.number >= probe.number) {
+        if self
+            .last
+            .is_some_and(|old| !newer(probe.number, old.number))
+        {
             return false;
         }
         self.last = Some(PeerProbe {
@@ -207,8 +224,7 @@ impl PeerProbes {
             });
         }
         self.last_at = Some(now);
-        self.owd_in
-            .update(now, now_us as i64 - probe.sent_us as i64);
+        self.owd_in.update(now, offset_us(now_us, probe.sent_us));
         true
     }
 
@@ -233,5 +249,52 @@ impl PeerProbes {
     pub fn reset(&mut self) {
         self.last = None;
         self.owd_in.reset();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn probe_numbers_compare_across_the_wrap() {
+        let t0 = crate::tests::t0();
+        let mut ours = OurProbes {
+            sent: u32::MAX - 1,
+            last_echoed: u32::MAX - 2,
+            ..OurProbes::default()
+        };
+        let numbers: Vec<u32> = (0..3).map(|_| ours.send(t0, PROBE_BUSY, 0, 0.0)).collect();
+        // 0 stands for "none": skipped.
+        assert_eq!(numbers, vec![u32::MAX, 1, 2]);
+        assert!(ours.take_echo(u32::MAX));
+        assert!(ours.take_echo(1), "after the wrap, 1 is newer");
+        assert!(!ours.take_echo(u32::MAX), "an old echo again");
+        assert!(!ours.take_echo(3), "not sent yet");
+        assert_eq!(ours.echoed(2).map(|p| p.number), Some(2));
+
+        let mut theirs = PeerProbes::default();
+        let probe = |number| Probe {
+            number,
+            ..Probe::default()
+        };
+        assert!(theirs.handle(t0, 0, &probe(u32::MAX)));
+        assert!(theirs.handle(t0, 0, &probe(1)));
+        assert!(!theirs.handle(t0, 0, &probe(u32::MAX)));
+    }
+
+    #[test]
+    fn a_peer_timestamp_of_any_value_is_no_overflow() {
+        let t0 = crate::tests::t0();
+        let mut theirs = PeerProbes::default();
+        for (n, sent_us) in [(1, u64::MAX), (2, 0), (3, u64::MAX / 2 + 1)] {
+            let probe = Probe {
+                number: n,
+                sent_us,
+                ..Probe::default()
+            };
+            assert!(theirs.handle(t0, u64::MAX - sent_us, &probe));
+        }
+        let _ = theirs.owd_in.queueing() + theirs.owd_in.latest_queueing();
     }
 }
