@@ -19,11 +19,18 @@ const POOL_KEEP: usize = 1024;
 /// to be one of the run's first, and the packets before it are waited for.
 const NEW_RUN_FIRST_PACKETS: u32 = 1024;
 
+/// How long the peer's run being followed must have been silent before a
+/// run with an earlier epoch is taken in its place (a peer whose clock went
+/// back): WireGuard's reject-after time, after which nothing sealed for the
+/// old run can still be opened, so a replay cannot bring it back.
+const EPOCH_FORGET: Duration = Duration::from_secs(180);
+
 /// What an [`Endpoint`] is built from.
 #[derive(Clone, Debug)]
 pub struct EndpointConfig {
-    /// Random identity of this run, carried in every trailer, so the peer
-    /// can tell a restart from a stale packet.
+    /// Identity of this run, carried in every trailer, so the peer can tell
+    /// a restart from a stale packet: later runs have later epochs, in
+    /// serial-number order (the binary takes its start time in ms).
     pub epoch: u32,
     /// Number of paths, `PathId(0)` to `PathId(paths - 1)`.
     pub paths: usize,
@@ -442,14 +449,18 @@ impl Endpoint {
     }
 
     /// Decide whether a message of `epoch` belongs to the peer's run being
-    /// followed, and follow a new run once the old one has gone quiet.
+    /// followed, and follow a later run once the old one has gone quiet (an
+    /// earlier one only once it has been quiet for [`EPOCH_FORGET`]: a
+    /// replayed packet of a run before the restart must not bring it back).
     fn admit(&mut self, now: Instant, epoch: u32) -> Admission {
         let admission = match self.peer {
             Some(run) if run.epoch == epoch => Admission::Followed,
-            Some(run) if now.saturating_duration_since(run.heard) < self.epoch_quiet => {
-                return Admission::Foreign;
-            }
-            Some(_) => {
+            Some(run) => {
+                let quiet = now.saturating_duration_since(run.heard);
+                let later = Seq(run.epoch).is_before(Seq(epoch));
+                if quiet < self.epoch_quiet || (!later && quiet < EPOCH_FORGET) {
+                    return Admission::Foreign;
+                }
                 self.stats.epoch_changes += 1;
                 Admission::New
             }

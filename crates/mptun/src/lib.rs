@@ -16,10 +16,13 @@ pub mod tun;
 pub mod tunnel;
 pub mod udp;
 
-/// Return a random `u32` from the OS, for a sender epoch.
-pub fn random_epoch() -> anyhow::Result<u32> {
-    let mut bytes = [0u8; 4];
-    getrandom::getrandom(&mut bytes)
-        .map_err(|e| anyhow::anyhow!("OS random number generator: {e}"))?;
-    Ok(u32::from_ne_bytes(bytes))
+/// Return this run's epoch: the time now, in ms since 1970, wrapped to 32
+/// bits. The peer follows only a later epoch (in serial-number order) than
+/// the one it follows, so a restart must give a later one; a replayed packet
+/// from before the restart cannot.
+pub fn run_epoch() -> u32 {
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    since.as_millis() as u32
 }

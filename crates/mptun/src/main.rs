@@ -171,7 +171,7 @@ fn up(path: &std::path::Path) -> anyhow::Result<()> {
     for w in &warnings {
         warn!("{w}");
     }
-    let epoch = mptun::random_epoch()?;
+    let epoch = mptun::run_epoch();
     let runtime = tokio::runtime::Runtime::new().context("start the async runtime")?;
     runtime.block_on(async {
         use tokio::signal::unix::{signal, SignalKind};

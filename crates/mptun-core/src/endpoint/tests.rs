@@ -719,6 +719,18 @@ fn a_restarted_peer_is_followed_once_its_old_run_goes_quiet() {
     // A straggler from the dead run is now the foreign one.
     assert!(feed(&mut b, 103, 1, 5005, 7).is_empty());
     assert_eq!(b.path_stats(PathId(1)).refused.foreign_epoch, 1);
+    // Epochs only move forward: the dead run's packet, replayed once the
+    // new one is quiet, does not bring it back; a later run is taken.
+    assert!(feed(&mut b, 400, 1, 5006, 7).is_empty());
+    assert_eq!(b.peer_epoch(), Some(8));
+    assert_eq!(feed(&mut b, 600, 0, 0, 9), vec![len(0)]);
+    assert_eq!(b.peer_epoch(), Some(9));
+    // An earlier run (a peer whose clock went back) only after three
+    // minutes of quiet, when nothing sealed for the old one still opens.
+    assert!(feed(&mut b, 800, 0, 0, 8).is_empty());
+    assert_eq!(b.peer_epoch(), Some(9));
+    feed(&mut b, 181_000, 0, 0, 8);
+    assert_eq!(b.peer_epoch(), Some(8));
 }
 
 #[test]
