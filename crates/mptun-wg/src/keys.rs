@@ -7,6 +7,35 @@ use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use boringtun::x25519;
 
+/// A secret key's 32 bytes (a private or pre-shared key): `Debug` shows
+/// none of them, and they are overwritten with zeros when dropped.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret([u8; 32]);
+
+impl Secret {
+    /// Take these bytes as a secret.
+    pub fn new(bytes: [u8; 32]) -> Self {
+        Secret(bytes)
+    }
+
+    /// Return the bytes, to hand to the cryptography.
+    pub fn bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(..)")
+    }
+}
+
+impl Drop for Secret {
+    fn drop(&mut self) {
+        zeroize::Zeroize::zeroize(&mut self.0);
+    }
+}
+
 /// Why a key's text was rejected.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KeyError {

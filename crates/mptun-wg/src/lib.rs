@@ -31,14 +31,14 @@ const COOKIE_REPLY: u8 = 3;
 const MIN_OUT: usize = 148;
 
 /// Keys and options shared by every path's session.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct SessionConfig {
     /// Our static private key.
-    pub private_key: [u8; 32],
+    pub private_key: keys::Secret,
     /// The peer's static public key.
     pub peer_public_key: [u8; 32],
     /// Optional pre-shared key, mixed into every handshake.
-    pub preshared_key: Option<[u8; 32]>,
+    pub preshared_key: Option<keys::Secret>,
     /// Send a keepalive after this many idle seconds.
     pub persistent_keepalive: Option<u16>,
 }
@@ -110,9 +110,9 @@ impl PathSession {
     /// Create the session of path number `index`.
     pub fn new(config: &SessionConfig, index: u8) -> Self {
         let tunn = Tunn::new(
-            x25519::StaticSecret::from(config.private_key),
+            x25519::StaticSecret::from(*config.private_key.bytes()),
             x25519::PublicKey::from(config.peer_public_key),
-            config.preshared_key,
+            config.preshared_key.as_ref().map(|k| *k.bytes()),
             config.persistent_keepalive,
             u32::from(index),
             // With no shared limiter, boringtun makes one per session and

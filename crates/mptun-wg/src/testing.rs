@@ -13,13 +13,13 @@ pub fn pair() -> (PathSession, PathSession) {
     let a_key = keys::private_key_from_random([1; 32]);
     let b_key = keys::private_key_from_random([2; 32]);
     let a = SessionConfig {
-        private_key: a_key,
+        private_key: keys::Secret::new(a_key),
         peer_public_key: keys::public_key(&b_key),
-        preshared_key: Some([9; 32]),
+        preshared_key: Some(keys::Secret::new([9; 32])),
         persistent_keepalive: None,
     };
     let b = SessionConfig {
-        private_key: b_key,
+        private_key: keys::Secret::new(b_key),
         peer_public_key: keys::public_key(&a_key),
         ..a.clone()
     };

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use mptun_core::{ReorderConfig, MAX_PATHS};
-use mptun_wg::keys::{decode_key, KeyError};
+use mptun_wg::keys::{decode_key, KeyError, Secret};
 use serde::Deserialize;
 
 use crate::ipnet::IpNet;
@@ -109,13 +109,16 @@ pub struct Config {
     pub peer: Peer,
     /// One entry per path, in file order; `PathId(i)` is `paths[i]`.
     pub paths: Vec<PathConfig>,
+    /// Whether a private or pre-shared key is written in the file itself,
+    /// which then must be as private as a key file.
+    pub secrets_inline: bool,
 }
 
 /// `[interface]`: the local side.
 #[derive(Clone, Debug)]
 pub struct Interface {
     /// Static private key.
-    pub private_key: [u8; 32],
+    pub private_key: Secret,
     /// Addresses on the TUN device.
     pub addresses: Vec<IpNet>,
     /// TUN device name.
@@ -143,7 +146,7 @@ pub struct Peer {
     /// Keepalive interval in seconds.
     pub persistent_keepalive: Option<u16>,
     /// Optional pre-shared key.
-    pub preshared_key: Option<[u8; 32]>,
+    pub preshared_key: Option<Secret>,
 }
 
 impl Peer {
@@ -207,12 +210,28 @@ impl Config {
             message: format!("cannot read config file: {e}"),
         })?;
         let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
-        Self::parse(&text, &file, &base)
+        let (config, mut warnings) = Self::parse(&text, &file, &base)?;
+        if config.secrets_inline {
+            warn_if_readable(path, &mut warnings);
+        }
+        Ok((config, warnings))
     }
 
     /// Validate config text; `file` names it in errors, `base` is the folder
-    /// relative key file paths start from.
+    /// relative key file paths start from. Endpoint host names are looked up
+    /// with the system's resolver.
     pub fn parse(text: &str, file: &str, base: &Path) -> Result<(Config, Warnings), ConfigError> {
+        Self::parse_with(text, file, base, &system_resolver)
+    }
+
+    /// [`parse`](Self::parse), looking endpoint host names up with
+    /// `resolve`.
+    pub fn parse_with(
+        text: &str,
+        file: &str,
+        base: &Path,
+        resolve: Resolver,
+    ) -> Result<(Config, Warnings), ConfigError> {
         let err = |key: &str, message: String| ConfigError {
             file: file.to_string(),
             key: key.to_string(),
@@ -244,12 +263,16 @@ impl Config {
                         .into(),
                 ))
             }
-            (Some(text), None) => {
-                decode_key(text).map_err(|e| key_err("interface.private-key", e, &err))?
-            }
-            (None, Some(p)) => {
-                read_key_file(base, p, "interface.private-key-file", &err, &mut warnings)?
-            }
+            (Some(text), None) => Secret::new(
+                decode_key(text).map_err(|e| key_err("interface.private-key", e, &err))?,
+            ),
+            (None, Some(p)) => Secret::new(read_key_file(
+                base,
+                p,
+                "interface.private-key-file",
+                &err,
+                &mut warnings,
+            )?),
         };
         let mut addresses = Vec::new();
         for (n, a) in i.address.iter().enumerate() {
@@ -323,16 +346,16 @@ impl Config {
                     "set either preshared-key or preshared-key-file, not both".into(),
                 ))
             }
-            (Some(text), None) => {
-                Some(decode_key(text).map_err(|e| key_err("peer.preshared-key", e, &err))?)
-            }
-            (None, Some(path)) => Some(read_key_file(
+            (Some(text), None) => Some(Secret::new(
+                decode_key(text).map_err(|e| key_err("peer.preshared-key", e, &err))?,
+            )),
+            (None, Some(path)) => Some(Secret::new(read_key_file(
                 base,
                 path,
                 "peer.preshared-key-file",
                 &err,
                 &mut warnings,
-            )?),
+            )?)),
             (None, None) => None,
         };
         if p.persistent_keepalive == Some(0) {
@@ -357,7 +380,9 @@ impl Config {
             let key = |field: &str| format!("path[{n}].{field}");
             let endpoint = match &rp.endpoint {
                 None => None,
-                Some(text) => Some(resolve_endpoint(text).map_err(|m| err(&key("endpoint"), m))?),
+                Some(text) => {
+                    Some(resolve_endpoint(text, resolve).map_err(|m| err(&key("endpoint"), m))?)
+                }
             };
             let bind = match &rp.bind {
                 None => None,
@@ -438,10 +463,14 @@ impl Config {
         let mtu = match i.mtu {
             Some(m) => {
                 let min = if needs_v6_min { 1280 } else { 576 };
-                if !(min..=65535).contains(&m) {
+                let max = u32::from(crate::mtu::MAX_MTU);
+                if !(min..=max).contains(&m) {
                     return Err(err(
                         "interface.mtu",
-                        format!("must be {min} to 65535, not {m}"),
+                        format!(
+                            "must be {min} to {max} (what one UDP datagram carries with \
+                             WireGuard's and mptun's overhead), not {m}"
+                        ),
                     ));
                 }
                 Some(m as u16)
@@ -478,6 +507,7 @@ impl Config {
                 preshared_key,
             },
             paths,
+            secrets_inline: i.private_key.is_some() || raw.peer.preshared_key.is_some(),
         };
         Ok((config, warnings))
     }
@@ -497,26 +527,43 @@ fn read_key_file(
     let full: PathBuf = base.join(path);
     let text = std::fs::read_to_string(&full)
         .map_err(|e| err(key, format!("cannot read {}: {e}", full.display())))?;
-    {
-        use std::os::unix::fs::PermissionsExt;
-        if let Ok(meta) = std::fs::metadata(&full) {
-            let mode = meta.permissions().mode();
-            if mode & 0o077 != 0 {
-                warnings.push(format!(
-                    "{} is readable by group or others (mode {:o}); run `chmod 600 {}`",
-                    full.display(),
-                    mode & 0o777,
-                    full.display()
-                ));
-            }
-        }
-    }
+    warn_if_readable(&full, warnings);
     decode_key(&text).map_err(|e| err(key, format!("{}: {e}", full.display())))
 }
 
-/// Parse `ip:port`, `[ipv6]:port` or `hostname:port`, resolving a hostname
-/// now, once.
-fn resolve_endpoint(text: &str) -> Result<SocketAddr, String> {
+/// Warn if `file`, which holds a secret, is readable by group or others.
+fn warn_if_readable(file: &Path, warnings: &mut Warnings) {
+    use std::os::unix::fs::PermissionsExt;
+    if let Ok(meta) = std::fs::metadata(file) {
+        let mode = meta.permissions().mode();
+        if mode & 0o077 != 0 {
+            warnings.push(format!(
+                "{} holds a key and is readable by group or others (mode {:o}); run `chmod 600 {}`",
+                file.display(),
+                mode & 0o777,
+                file.display()
+            ));
+        }
+    }
+}
+
+/// Look up a `host:port` endpoint's address (the host is not an IP
+/// address); an error says why not, for the operator.
+pub type Resolver<'a> = &'a dyn Fn(&str) -> Result<SocketAddr, String>;
+
+/// Look a `host:port` up with the system's resolver, now, once.
+pub fn system_resolver(text: &str) -> Result<SocketAddr, String> {
+    let mut addrs = text
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve {text:?}: {e}"))?;
+    addrs
+        .next()
+        .ok_or_else(|| format!("cannot resolve {text:?}: no addresses"))
+}
+
+/// Parse `ip:port`, `[ipv6]:port` or `hostname:port`, looking a hostname up
+/// with `resolve`.
+fn resolve_endpoint(text: &str, resolve: Resolver) -> Result<SocketAddr, String> {
     if let Ok(addr) = text.parse::<SocketAddr>() {
         return Ok(addr);
     }
@@ -533,12 +580,7 @@ fn resolve_endpoint(text: &str) -> Result<SocketAddr, String> {
             "invalid socket address {text:?}: expected host:port"
         ));
     }
-    let mut addrs = text
-        .to_socket_addrs()
-        .map_err(|e| format!("cannot resolve {text:?}: {e}"))?;
-    addrs
-        .next()
-        .ok_or_else(|| format!("cannot resolve {text:?}: no addresses"))
+    resolve(text)
 }
 
 #[cfg(test)]

@@ -17,6 +17,13 @@ use crate::config::{Config, PathConfig};
 pub const ASSUMED_PATH_MTU: u32 = 1500;
 const UDP_HEADER: u32 = 8;
 
+/// Largest TUN MTU: an inner packet that, with the trailer and WireGuard's
+/// overhead, still fits the largest UDP payload of an IPv4 datagram (65535
+/// less its IP and UDP headers). Beyond it no path could carry the packet,
+/// and the sealing buffers are sized from the MTU.
+pub const MAX_MTU: u16 =
+    (65_535 - 20 - UDP_HEADER as usize - WG_DATA_OVERHEAD - TRAILER_LEN) as u16;
+
 /// The TUN device's MTU and where it came from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TunMtu {
@@ -91,7 +98,7 @@ fn choose(configured: Option<u16>, ipv6_inside: bool, paths: Vec<PathMtu>) -> Tu
     // IPv6 on the TUN device needs 1280; a path that small fragments.
     let min = if ipv6_inside { 1280 } else { 576 };
     TunMtu {
-        mtu: fits.clamp(min, 65_535) as u16,
+        mtu: fits.clamp(min, u32::from(MAX_MTU)) as u16,
         source: MtuSource::Paths(paths),
     }
 }

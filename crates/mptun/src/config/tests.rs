@@ -94,6 +94,11 @@ fn each_bad_value_names_its_key() {
             "interface.mtu",
         ),
         (
+            // One datagram cannot carry it: boringtun would panic sealing.
+            valid().replace("[interface]", "[interface]\nmtu = 65535"),
+            "interface.mtu",
+        ),
+        (
             valid().replace("[interface]", "[interface]\ntxqueuelen = 0"),
             "interface.txqueuelen",
         ),
@@ -187,7 +192,10 @@ fn key_file_is_read_relative_to_the_config_and_loose_modes_warned() {
         "private-key-file = \"a.key\"",
     );
     let (config, warnings) = Config::parse(&text, "site-a.toml", dir.path()).unwrap();
-    assert_eq!(config.interface.private_key, decode_key(KEY_A).unwrap());
+    assert_eq!(
+        config.interface.private_key.bytes(),
+        &decode_key(KEY_A).unwrap()
+    );
     assert!(
         warnings
             .iter()
@@ -198,4 +206,34 @@ fn key_file_is_read_relative_to_the_config_and_loose_modes_warned() {
     std::fs::set_permissions(&key_path, std::fs::Permissions::from_mode(0o600)).unwrap();
     let (_, warnings) = Config::parse(&text, "site-a.toml", dir.path()).unwrap();
     assert!(warnings.is_empty(), "{warnings:?}");
+}
+
+#[test]
+fn an_inline_key_asks_as_private_a_file_as_a_key_file() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("site-a.toml");
+    std::fs::write(&path, valid()).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let (config, warnings) = Config::load(&path).unwrap();
+    assert!(config.secrets_inline);
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("holds a key and is readable")),
+        "{warnings:?}"
+    );
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let (_, warnings) = Config::load(&path).unwrap();
+    assert!(warnings.is_empty(), "{warnings:?}");
+}
+
+#[test]
+fn secrets_do_not_show_in_debug_output() {
+    let (config, _) = Config::parse(&valid(), "site-a.toml", Path::new("")).unwrap();
+    let shown = format!("{config:?}");
+    let key = decode_key(KEY_A).unwrap();
+    assert!(!shown.contains(KEY_A), "{shown}");
+    assert!(!shown.contains(&format!("{:?}", key)), "{shown}");
+    assert!(shown.contains("Secret(..)"), "{shown}");
 }

@@ -208,7 +208,7 @@ impl<T: TunDevice> EndpointTask<T> {
         Status {
             interface: config.interface.name.clone(),
             public_key: mptun_wg::keys::encode_key(&mptun_wg::keys::public_key(
-                &config.interface.private_key,
+                config.interface.private_key.bytes(),
             )),
             peer_public_key: mptun_wg::keys::encode_key(&config.peer.public_key),
             mtu: self.mtu.mtu,

@@ -98,9 +98,9 @@ impl Driver {
         sockets: Vec<S>,
     ) -> anyhow::Result<Driver> {
         let session_config = SessionConfig {
-            private_key: config.interface.private_key,
+            private_key: config.interface.private_key.clone(),
             peer_public_key: config.peer.public_key,
-            preshared_key: config.peer.preshared_key,
+            preshared_key: config.peer.preshared_key.clone(),
             persistent_keepalive: config.peer.persistent_keepalive,
         };
         let mut infos = Vec::new();
