@@ -24,6 +24,8 @@ use boringtun::x25519;
 /// Bytes WireGuard adds to a data packet: 16 of header, 16 of AEAD tag.
 pub const WG_DATA_OVERHEAD: usize = 32;
 
+/// WireGuard message type of a handshake initiation.
+const HANDSHAKE_INITIATION: u8 = 1;
 /// WireGuard message type of a cookie reply.
 const COOKIE_REPLY: u8 = 3;
 
@@ -37,7 +39,8 @@ pub struct SessionConfig {
     pub private_key: keys::Secret,
     /// The peer's static public key.
     pub peer_public_key: [u8; 32],
-    /// Optional pre-shared key, mixed into every handshake.
+    /// Optional pre-shared key, mixed into every handshake (each path's
+    /// tied to the path, see [`path_psk`]).
     pub preshared_key: Option<keys::Secret>,
     /// Send a keepalive after this many idle seconds.
     pub persistent_keepalive: Option<u16>,
@@ -81,6 +84,23 @@ impl OpenError {
     }
 }
 
+/// Return the pre-shared key of path `index`: BLAKE2s keyed with the
+/// configured key (32 zero bytes without one) over a label and the index.
+///
+/// A wire change from releases that used the configured key on every path:
+/// both sites must derive it. It ties each session's keys to its path, so
+/// neither a session's data nor its handshake response is accepted by
+/// another path's session, and paths configured in a different order on
+/// the two sites fail to handshake instead of crossing.
+pub fn path_psk(configured: Option<&[u8; 32]>, index: u8) -> [u8; 32] {
+    use blake2::digest::{FixedOutput, KeyInit, Update};
+    let key = configured.copied().unwrap_or([0; 32]);
+    let mut mac = blake2::Blake2sMac256::new(&key.into());
+    mac.update(b"mptun path psk v1");
+    mac.update(&[index]);
+    mac.finalize_fixed().into()
+}
+
 /// The result of opening one datagram.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Opened {
@@ -90,9 +110,19 @@ pub enum Opened {
         /// Its length.
         len: usize,
     },
-    /// An authenticated handshake message, cookie or keepalive: nothing for
-    /// the TUN device. Any replies were already passed to `send`.
+    /// An authenticated handshake response or keepalive: nothing for the
+    /// TUN device, and the peer is live at the sender's address. Any
+    /// replies were already passed to `send`.
     Control,
+    /// A handshake initiation, answered (the response was passed to
+    /// `send`). Its replay protection, a timestamp, is this session's
+    /// alone, so one captured on another path passes: the sender's address
+    /// proves nothing.
+    Initiation,
+    /// A cookie reply to our handshake, taken. boringtun checks it only
+    /// against values seen on the wire: the sender's address proves
+    /// nothing.
+    Cookie,
     /// Under load, a handshake initiation was answered with a cookie reply
     /// (passed to `send`) instead of being processed: nothing was
     /// authenticated, so the sender's address proves nothing.
@@ -107,12 +137,17 @@ pub struct PathSession {
 }
 
 impl PathSession {
-    /// Create the session of path number `index`.
+    /// Create the session of path number `index`. Its pre-shared key is
+    /// the configured one (or none) tied to `index` (see [`path_psk`]), so
+    /// the session's keys are this path's alone.
     pub fn new(config: &SessionConfig, index: u8) -> Self {
         let tunn = Tunn::new(
             x25519::StaticSecret::from(*config.private_key.bytes()),
             x25519::PublicKey::from(config.peer_public_key),
-            config.preshared_key.as_ref().map(|k| *k.bytes()),
+            Some(path_psk(
+                config.preshared_key.as_ref().map(keys::Secret::bytes),
+                index,
+            )),
             config.persistent_keepalive,
             u32::from(index),
             // With no shared limiter, boringtun makes one per session and
@@ -161,9 +196,18 @@ impl PathSession {
                     return Opened::CookieChallenge;
                 }
                 self.flush_queued(out, &mut send);
-                return Opened::Control;
+                return match datagram.first() {
+                    Some(&HANDSHAKE_INITIATION) => Opened::Initiation,
+                    _ => Opened::Control,
+                };
             }
-            TunnResult::Done => return Opened::Control,
+            TunnResult::Done => {
+                return match datagram.first() {
+                    Some(&COOKIE_REPLY) => Opened::Cookie,
+                    Some(&HANDSHAKE_INITIATION) => Opened::Initiation,
+                    _ => Opened::Control,
+                };
+            }
             TunnResult::Err(e) => return Opened::Rejected(OpenError::from_wireguard(e)),
         }
         // boringtun truncates its answer to the IP total length but leaves

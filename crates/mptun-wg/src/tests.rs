@@ -107,3 +107,122 @@ fn garbage_and_truncated_datagrams_are_rejected_without_panic() {
         Opened::Rejected(_)
     ));
 }
+
+/// Two sessions of paths `a_path` and `b_path`, one on each end.
+fn pair_of_paths(a_path: u8, b_path: u8) -> (PathSession, PathSession, SessionConfig) {
+    let a_key = keys::private_key_from_random([1; 32]);
+    let b_key = keys::private_key_from_random([2; 32]);
+    let a = SessionConfig {
+        private_key: keys::Secret::new(a_key),
+        peer_public_key: keys::public_key(&b_key),
+        preshared_key: Some(keys::Secret::new([9; 32])),
+        persistent_keepalive: None,
+    };
+    let b = SessionConfig {
+        private_key: keys::Secret::new(b_key),
+        peer_public_key: keys::public_key(&a_key),
+        ..a.clone()
+    };
+    (
+        PathSession::new(&a, a_path),
+        PathSession::new(&b, b_path),
+        b,
+    )
+}
+
+#[test]
+fn each_path_has_its_own_preshared_key() {
+    let psk = [9; 32];
+    let keys: Vec<[u8; 32]> = (0..4).map(|i| path_psk(Some(&psk), i)).collect();
+    for (i, a) in keys.iter().enumerate() {
+        for b in &keys[i + 1..] {
+            assert_ne!(a, b);
+        }
+        assert_ne!(a, &psk);
+    }
+    assert_ne!(path_psk(None, 0), path_psk(Some(&psk), 0));
+    // Both sites must derive the same key: pinned, as a wire format is.
+    assert_eq!(
+        path_psk(None, 0)[..8],
+        PATH0_PSK_WITHOUT_KEY[..],
+        "{:02x?}",
+        path_psk(None, 0)
+    );
+    // Sessions of the same path agree; of different paths they do not.
+    let (mut a, mut b, _) = pair_of_paths(1, 1);
+    assert!(crate::testing::handshake(&mut a, &mut b));
+    let (mut a, mut b, _) = pair_of_paths(0, 1);
+    assert!(!crate::testing::handshake(&mut a, &mut b));
+}
+
+/// The first bytes of `path_psk(None, 0)`, as Python's
+/// `hashlib.blake2s(b"mptun path psk v1\x00", key=bytes(32))` gives them.
+const PATH0_PSK_WITHOUT_KEY: [u8; 8] = [0xf2, 0x46, 0x77, 0xe5, 0x3c, 0xbb, 0xf4, 0x72];
+
+#[test]
+fn a_handshake_initiation_replayed_on_another_path_proves_no_address() {
+    // Path 0's initiation, captured and sent to path 1's session: its
+    // timestamp is new to path 1, so boringtun answers it; but it must not
+    // pass for the live peer's address.
+    let (mut a0, _, b_config) = pair_of_paths(0, 0);
+    let mut b1 = PathSession::new(&b_config, 1);
+    let mut out = vec![0u8; 2048];
+    let mut initiation = Vec::new();
+    a0.initiate(&mut out, |d| initiation = d.to_vec());
+    assert_eq!(initiation.first(), Some(&1));
+    let opened = b1.open(PEER_ADDR, &initiation, &mut out, |_| {});
+    assert_eq!(opened, Opened::Initiation);
+    // A response or data proves the peer is there.
+    let (mut a, mut b) = pair();
+    let mut to_b = Vec::new();
+    a.initiate(&mut out, |d| to_b.push(d.to_vec()));
+    let mut to_a = Vec::new();
+    assert_eq!(
+        b.open(PEER_ADDR, &to_b[0], &mut out, |r| to_a.push(r.to_vec())),
+        Opened::Initiation
+    );
+    let response = to_a.remove(0);
+    assert_eq!(response.first(), Some(&2));
+    assert_eq!(
+        a.open(PEER_ADDR, &response, &mut out, |_| {}),
+        Opened::Control
+    );
+}
+
+#[test]
+fn an_accepted_cookie_reply_proves_no_address() {
+    // The peer is under load (a limiter of 0 handshakes), so it answers our
+    // initiation with a cookie reply, which our session takes.
+    use std::sync::Arc;
+
+    use boringtun::noise::rate_limiter::RateLimiter;
+
+    let a_key = keys::private_key_from_random([1; 32]);
+    let b_key = keys::private_key_from_random([2; 32]);
+    let config = SessionConfig {
+        private_key: keys::Secret::new(a_key),
+        peer_public_key: keys::public_key(&b_key),
+        preshared_key: None,
+        persistent_keepalive: None,
+    };
+    let mut a = PathSession::new(&config, 0);
+    let b_public = x25519::PublicKey::from(keys::public_key(&b_key));
+    let mut b = Tunn::new(
+        x25519::StaticSecret::from(b_key),
+        x25519::PublicKey::from(keys::public_key(&a_key)),
+        Some(path_psk(None, 0)),
+        None,
+        0,
+        Some(Arc::new(RateLimiter::new(&b_public, 0))),
+    );
+    let mut out = vec![0u8; 2048];
+    let mut initiation = Vec::new();
+    a.initiate(&mut out, |d| initiation = d.to_vec());
+    let mut reply = vec![0u8; 2048];
+    let cookie = match b.decapsulate(Some(PEER_ADDR), &initiation, &mut reply) {
+        TunnResult::WriteToNetwork(d) => d.to_vec(),
+        _ => panic!("no cookie reply from a peer under load"),
+    };
+    assert_eq!(cookie.first(), Some(&COOKIE_REPLY));
+    assert_eq!(a.open(PEER_ADDR, &cookie, &mut out, |_| {}), Opened::Cookie);
+}

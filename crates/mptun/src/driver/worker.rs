@@ -244,7 +244,11 @@ impl<S: PathSocket> PathWorker<S> {
                         state.pool.put(plaintext);
                         self.learn_endpoint(state, from);
                     }
-                    Opened::CookieChallenge => state.pool.put(plaintext),
+                    // A replayed initiation or a cookie reply passes
+                    // authentication without proving where the peer is.
+                    Opened::Initiation | Opened::Cookie | Opened::CookieChallenge => {
+                        state.pool.put(plaintext)
+                    }
                     Opened::Rejected(e) => {
                         state.pool.put(plaintext);
                         self.info().counters.rejected.count(e);
