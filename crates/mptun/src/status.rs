@@ -13,28 +13,100 @@ use tracing::warn;
 
 use crate::counters::RejectSnapshot;
 
-/// Prefix of the status sockets' names, one per interface. They live in the
-/// abstract namespace, which is per network namespace, so tunnels of the
-/// same name in different namespaces (two sites on one lab machine) each
-/// have their own, and nothing is left on disk after a crash.
-const SOCKET_PREFIX: &str = "mptun/";
+/// Folder of the status sockets: made by root, writable by nobody else, so
+/// no other local user can bind a socket of ours first and answer
+/// `mptun show` in the tunnel's place.
+const SOCKET_DIR: &str = "/run/mptun";
+/// Longest answer `mptun show` reads, and how long it waits for it.
+const ANSWER_MAX: u64 = 4 << 20;
+const ANSWER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
-fn socket_addr(interface: &str) -> std::io::Result<std::os::unix::net::SocketAddr> {
-    use std::os::linux::net::SocketAddrExt;
-    std::os::unix::net::SocketAddr::from_abstract_name(format!("{SOCKET_PREFIX}{interface}"))
+/// Return this network namespace's identity: tunnels of the same name in
+/// different namespaces (two sites on one lab machine) each get their own
+/// socket, and `mptun show` finds the one of its namespace.
+fn netns_id() -> std::io::Result<u64> {
+    use std::os::unix::fs::MetadataExt;
+    Ok(std::fs::metadata("/proc/self/ns/net")?.ino())
+}
+
+fn socket_path(interface: &str) -> std::io::Result<std::path::PathBuf> {
+    Ok(std::path::Path::new(SOCKET_DIR).join(format!("{interface}.{}.sock", netns_id()?)))
+}
+
+/// Make [`SOCKET_DIR`] if it is missing, and check that only root (or we)
+/// can create anything in it.
+fn socket_dir() -> anyhow::Result<&'static std::path::Path> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let dir = std::path::Path::new(SOCKET_DIR);
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o755)
+        .create(dir)
+        .with_context(|| format!("create {SOCKET_DIR}"))?;
+    let meta = std::fs::symlink_metadata(dir).with_context(|| format!("stat {SOCKET_DIR}"))?;
+    // SAFETY: geteuid has no preconditions.
+    let own_uid = unsafe { libc::geteuid() };
+    if !meta.is_dir() || (meta.uid() != 0 && meta.uid() != own_uid) || meta.mode() & 0o022 != 0 {
+        bail!(
+            "{SOCKET_DIR} must be a folder of root's (or ours) that nobody else can write to (it is uid {}, mode {:o})",
+            meta.uid(),
+            meta.mode() & 0o7777
+        );
+    }
+    Ok(dir)
+}
+
+/// Whether `uid`, of the process at the other end of a status socket, is
+/// root's or ours.
+fn trusted_peer(uid: std::io::Result<u32>) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let own_uid = unsafe { libc::geteuid() };
+    uid.is_ok_and(|uid| uid == 0 || uid == own_uid)
+}
+
+/// Return the user of the process at the other end of `stream`: for a
+/// client, the one that bound the socket.
+fn peer_uid(stream: &impl std::os::fd::AsRawFd) -> std::io::Result<u32> {
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: `cred` and `len` are valid for writes of the sizes given, and
+    // the descriptor is open for as long as `stream` is.
+    let rc = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(cred.uid)
 }
 
 /// Return the interfaces with a status socket in this network namespace.
 fn running_interfaces() -> Vec<String> {
-    let table = std::fs::read_to_string("/proc/net/unix").unwrap_or_default();
-    let mut names: Vec<String> = table
-        .lines()
-        .filter_map(|line| line.split_whitespace().nth(7))
-        .filter_map(|path| path.strip_prefix('@')?.strip_prefix(SOCKET_PREFIX))
-        .map(str::to_string)
+    let Ok(suffix) = netns_id().map(|id| format!(".{id}.sock")) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = std::fs::read_dir(SOCKET_DIR)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            e.file_name()
+                .to_str()?
+                .strip_suffix(&suffix)
+                .map(str::to_string)
+        })
         .collect();
     names.sort();
-    names.dedup();
     names
 }
 
@@ -187,9 +259,10 @@ pub(crate) fn state_name(state: PathState, echo_late: bool) -> &'static str {
 /// tunnel's state.
 pub(crate) type StatusRequest = oneshot::Sender<Status>;
 
-/// Serves status snapshots until dropped.
+/// Serves status snapshots until dropped, then removes its socket.
 pub(crate) struct StatusServer {
     task: tokio::task::JoinHandle<()>,
+    path: std::path::PathBuf,
 }
 
 impl StatusServer {
@@ -199,23 +272,25 @@ impl StatusServer {
         name: &str,
         requests: mpsc::Sender<StatusRequest>,
     ) -> anyhow::Result<StatusServer> {
-        let std_listener = std::os::unix::net::UnixListener::bind_addr(&socket_addr(name)?)
-            .with_context(|| format!("listen on status socket @{SOCKET_PREFIX}{name}"))?;
+        socket_dir()?;
+        let path = socket_path(name)?;
+        if std::os::unix::net::UnixStream::connect(&path).is_ok() {
+            bail!("{} answers already: is {name} running?", path.display());
+        }
+        // Left by a daemon that died: nobody answers on it.
+        let _ = std::fs::remove_file(&path);
+        let std_listener = std::os::unix::net::UnixListener::bind(&path)
+            .with_context(|| format!("listen on status socket {}", path.display()))?;
         std_listener.set_nonblocking(true)?;
         let listener = UnixListener::from_std(std_listener)?;
-        // SAFETY: geteuid has no preconditions.
-        let own_uid = unsafe { libc::geteuid() };
         let task = tokio::spawn(async move {
             loop {
                 let Ok((mut stream, _)) = listener.accept().await else {
                     continue;
                 };
-                // Abstract sockets have no file permissions: answer only root
-                // and our own user, as `wg show` needs root.
-                let allowed = stream
-                    .peer_cred()
-                    .is_ok_and(|c| c.uid() == 0 || c.uid() == own_uid);
-                if !allowed {
+                // Answer only root and our own user, as `wg show` needs root
+                // (the folder is world-readable so `show` can list it).
+                if !trusted_peer(stream.peer_cred().map(|c| c.uid())) {
                     continue;
                 }
                 let (reply, answer) = oneshot::channel();
@@ -233,19 +308,19 @@ impl StatusServer {
                 }
             }
         });
-        Ok(StatusServer { task })
+        Ok(StatusServer { task, path })
     }
 }
 
 impl Drop for StatusServer {
     fn drop(&mut self) {
         self.task.abort();
+        let _ = std::fs::remove_file(&self.path);
     }
 }
 
 /// Fetch the status of a running tunnel in this network namespace.
 pub fn fetch(interface: Option<&str>) -> anyhow::Result<Status> {
-    use std::io::Read;
     let name = match interface {
         Some(name) => name.to_string(),
         None => {
@@ -260,12 +335,30 @@ pub fn fetch(interface: Option<&str>) -> anyhow::Result<Status> {
             }
         }
     };
-    let mut stream = std::os::unix::net::UnixStream::connect_addr(&socket_addr(&name)?)
-        .with_context(|| {
-            format!("no mptun interface {name:?} is running in this network namespace")
-        })?;
+    let path = socket_path(&name)?;
+    let stream = std::os::unix::net::UnixStream::connect(&path).with_context(|| {
+        format!("no mptun interface {name:?} is running in this network namespace")
+    })?;
+    read_status(stream, &name, ANSWER_TIMEOUT)
+}
+
+/// Read a status from `stream`, once sure who is answering (root or us),
+/// within `timeout` and [`ANSWER_MAX`] bytes.
+fn read_status(
+    stream: std::os::unix::net::UnixStream,
+    name: &str,
+    timeout: std::time::Duration,
+) -> anyhow::Result<Status> {
+    use std::io::Read;
+    if !trusted_peer(peer_uid(&stream)) {
+        bail!("the status socket of {name} is held by another user: not trusting its answer");
+    }
+    stream.set_read_timeout(Some(timeout))?;
     let mut text = String::new();
-    stream.read_to_string(&mut text)?;
+    stream
+        .take(ANSWER_MAX)
+        .read_to_string(&mut text)
+        .with_context(|| format!("read status of {name}"))?;
     serde_json::from_str(&text).with_context(|| format!("read status of {name}"))
 }
 
@@ -398,4 +491,42 @@ pub fn render(s: &Status) -> String {
         }
     }
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::os::unix::net::UnixStream;
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn only_root_or_our_own_user_is_trusted_to_answer() {
+        // SAFETY: geteuid has no preconditions.
+        let own = unsafe { libc::geteuid() };
+        assert!(trusted_peer(Ok(0)));
+        assert!(trusted_peer(Ok(own)));
+        assert!(!trusted_peer(Ok(own.wrapping_add(4242).max(1))));
+        assert!(!trusted_peer(Err(std::io::Error::other("no credentials"))));
+        let (a, _b) = UnixStream::pair().unwrap();
+        assert_eq!(peer_uid(&a).unwrap(), own);
+    }
+
+    #[test]
+    fn an_answer_that_is_too_long_or_never_comes_is_refused() {
+        let (client, mut server) = UnixStream::pair().unwrap();
+        let writer = std::thread::spawn(move || {
+            let junk = vec![b'['; ANSWER_MAX as usize + 1];
+            let _ = server.write_all(&junk);
+        });
+        assert!(read_status(client, "test0", Duration::from_secs(5)).is_err());
+        writer.join().unwrap();
+        let (client, _silent) = UnixStream::pair().unwrap();
+        let error = read_status(client, "test0", Duration::from_millis(50)).unwrap_err();
+        assert!(
+            format!("{error:#}").contains("read status of test0"),
+            "{error:#}"
+        );
+    }
 }
