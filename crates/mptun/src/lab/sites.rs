@@ -72,9 +72,21 @@ pub struct Sites {
     b: Option<Child>,
 }
 
-/// Folder of a lab's configs and logs (keys inside: removed with the lab).
-fn work_dir(topo: &Topology, layout: &SiteLayout) -> PathBuf {
-    std::env::temp_dir().join(format!("mptun-lab-{}-{}", topo.prefix(), layout.name))
+/// Make the folder of a lab's configs and logs (keys inside: removed with
+/// the lab): new, private to us (mode 0700) and named unpredictably, so no
+/// other local user can read the keys or plant a link where a file goes.
+fn work_dir(topo: &Topology, layout: &SiteLayout) -> anyhow::Result<PathBuf> {
+    private_dir(&format!("mptun-lab-{}-{}-", topo.prefix(), layout.name))
+}
+
+fn private_dir(prefix: &str) -> anyhow::Result<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::Builder::new()
+        .prefix(prefix)
+        .permissions(std::fs::Permissions::from_mode(0o700))
+        .tempdir()
+        .with_context(|| format!("create a folder {prefix}* in the temporary folder"))?;
+    Ok(dir.keep())
 }
 
 /// Remove the work folders of every lab this process built, for when their
@@ -100,8 +112,7 @@ impl Sites {
     /// Write configs for both sites (keys freshly generated), start `exe up`
     /// in both site namespaces and wait until every path is up on both.
     pub fn start(exe: &Path, topo: &Topology, layout: &SiteLayout) -> anyhow::Result<Sites> {
-        let dir = work_dir(topo, layout);
-        std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
+        let dir = work_dir(topo, layout)?;
         let mut sites = Sites {
             exe: exe.to_path_buf(),
             dir,
@@ -521,4 +532,28 @@ pub fn ping(ns: &str, addr: &str, count: u32) -> anyhow::Result<PingResult> {
         }
     }
     Ok(result)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    #[test]
+    fn a_lab_works_in_a_new_private_folder() {
+        let prefix = format!("mptun-lab-test{}-", std::process::id());
+        let (a, b) = (private_dir(&prefix).unwrap(), private_dir(&prefix).unwrap());
+        assert_ne!(a, b, "the name must not be predictable");
+        for dir in [&a, &b] {
+            let mode = std::fs::metadata(dir).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o700, "{}", dir.display());
+            assert!(dir
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with(&prefix));
+            std::fs::remove_dir(dir).unwrap();
+        }
+    }
 }
