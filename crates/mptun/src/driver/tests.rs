@@ -205,3 +205,21 @@ async fn a_cut_path_goes_down_and_the_flow_carries_on_in_order() {
     let sa = status(&a).await;
     assert_eq!(sa.paths[1].state, "down", "{:?}", sa.paths[1]);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_tun_device_that_disappears_ends_the_tunnel_with_an_error() {
+    // The kernel side goes away (the device was deleted): the tunnel must
+    // not live on with a dead device, warning every 10 ms forever.
+    let net = Arc::new(FakeNet::default());
+    let Site { mut driver, tun } = site(&net, 1).await;
+    drop(tun);
+    let ended = tokio::time::timeout(Duration::from_secs(10), driver.tasks.join_next())
+        .await
+        .expect("the tunnel ends by itself");
+    match ended {
+        Some(Ok(Err(e))) => assert!(format!("{e:#}").contains("TUN device"), "{e:#}"),
+        Some(Ok(Ok(()))) => panic!("a task ended without an error"),
+        Some(Err(e)) => panic!("a task died: {e}"),
+        None => panic!("no tasks"),
+    }
+}
