@@ -164,6 +164,10 @@ pub struct PathConfig {
     pub listen_port: u16,
     /// Where the peer's socket for this path is, if known in advance.
     pub endpoint: Option<SocketAddr>,
+    /// The endpoint as written, when it names a host: looked up again while
+    /// the path is down (the host may have moved), as wireguard-tools'
+    /// reresolve-dns does.
+    pub endpoint_name: Option<String>,
     /// Local address to bind.
     pub bind: Option<IpAddr>,
     /// Local interface to bind (SO_BINDTODEVICE).
@@ -433,9 +437,14 @@ impl Config {
                     ));
                 }
             }
+            let endpoint_name = rp
+                .endpoint
+                .clone()
+                .filter(|text| text.parse::<SocketAddr>().is_err());
             paths.push(PathConfig {
                 listen_port,
                 endpoint,
+                endpoint_name,
                 bind,
                 bind_interface: rp.bind_interface.clone(),
                 weight,

@@ -231,6 +231,7 @@ mod tests {
         let path = PathConfig {
             listen_port: 0,
             endpoint: Some("127.0.0.1:9".parse().unwrap()),
+            endpoint_name: None,
             bind: None,
             bind_interface: None,
             weight: None,

@@ -133,6 +133,7 @@ impl Driver {
                 from_endpoint,
                 to_endpoint: to_endpoint.clone(),
                 buf_capacity,
+                endpoint_name: config.paths[n].endpoint_name.clone(),
             };
             tasks.spawn(worker.run());
         }

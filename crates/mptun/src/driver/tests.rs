@@ -50,13 +50,19 @@ struct Site {
 }
 
 async fn site(net: &Arc<FakeNet>, n: u8) -> Site {
+    site_with(net, n, config(n)).await
+}
+
+async fn site_with(net: &Arc<FakeNet>, n: u8, config: Config) -> Site {
     let (tun, handle) = FakeTun::new();
-    let sockets = (0..PATHS).map(|p| net.socket(addr(n, p))).collect();
+    let sockets = (0..config.paths.len())
+        .map(|p| net.socket(addr(n, p)))
+        .collect();
     let mtu = TunMtu {
         mtu: 1420,
         source: MtuSource::Configured { fits: 1420 },
     };
-    let driver = Driver::spawn(Arc::new(config(n)), u32::from(n) * 1000, tun, mtu, sockets)
+    let driver = Driver::spawn(Arc::new(config), u32::from(n) * 1000, tun, mtu, sockets)
         .expect("driver starts");
     Site {
         driver,
@@ -222,4 +228,53 @@ async fn a_tun_device_that_disappears_ends_the_tunnel_with_an_error() {
         Some(Err(e)) => panic!("a task died: {e}"),
         None => panic!("no tasks"),
     }
+}
+
+#[tokio::test]
+async fn an_endpoint_name_is_looked_up_again_while_its_path_is_down() {
+    // Site 2 was configured when "localhost" stood for 127.0.0.9, where
+    // nobody answers; site 1 listens at 127.0.0.1. Once the path has had
+    // no session for a second, site 2 looks the name up again, and the
+    // path comes up. Real time: the lookup runs on a thread.
+    let net = Arc::new(FakeNet::default());
+    let text = |own: u8, peer: u8, endpoint: &str| {
+        format!(
+            "[interface]\nprivate-key = \"{}\"\naddress = [\"10.77.0.{own}/24\"]\ntable = \"off\"\n\
+             [peer]\npublic-key = \"{}\"\nallowed-ips = [\"10.77.0.0/24\"]\n\
+             [[path]]\nlisten-port = 5000\n{endpoint}",
+            keys::encode_key(&key(own)),
+            keys::encode_key(&keys::public_key(&key(peer))),
+        )
+    };
+    let moved =
+        |_: &str| -> Result<SocketAddr, String> { Ok(SocketAddr::from(([127, 0, 0, 9], 5000))) };
+    let (initiator, _) = Config::parse_with(
+        &text(2, 1, "endpoint = \"localhost:5000\"\n"),
+        "site-2.toml",
+        Path::new("."),
+        &moved,
+    )
+    .expect("valid config");
+    assert_eq!(
+        initiator.paths[0].endpoint_name.as_deref(),
+        Some("localhost:5000")
+    );
+    let (responder, _) =
+        Config::parse(&text(1, 2, ""), "site-1.toml", Path::new(".")).expect("valid config");
+    let b = site_with(&net, 1, responder).await;
+    let a = site_with(&net, 2, initiator).await;
+    let mut up = false;
+    for _ in 0..100 {
+        let (sa, sb) = (status(&a).await, status(&b).await);
+        if sa.paths[0].state == "up" && sb.paths[0].state == "up" {
+            up = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(up, "the path never came up");
+    assert_eq!(
+        status(&a).await.paths[0].endpoint.as_deref(),
+        Some("127.0.0.1:5000")
+    );
 }

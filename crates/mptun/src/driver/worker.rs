@@ -20,6 +20,11 @@ const WG_TICK: Duration = Duration::from_millis(250);
 /// WireGuard retries every 5 s, a needless outage for a peer that was not
 /// listening yet.
 const RETRY_TICKS: u64 = 4;
+/// Least time between two lookups of a path's endpoint name while it is
+/// down, as wireguard-tools' reresolve-dns runs.
+const RERESOLVE_EVERY: Duration = Duration::from_secs(30);
+/// Longest wait for one lookup: the worker's other work waits meanwhile.
+const RESOLVE_TIMEOUT: Duration = Duration::from_secs(2);
 /// Receive buffers, each for one datagram or one offloaded run of them.
 const RECV_BATCH: usize = 32;
 /// Most datagrams sent in one call.
@@ -39,6 +44,8 @@ pub(super) struct PathWorker<S> {
     pub to_endpoint: mpsc::Sender<ToEndpoint>,
     /// Capacity of packet buffers, room in front included.
     pub buf_capacity: usize,
+    /// The configured endpoint's host name and port, if it names a host.
+    pub endpoint_name: Option<String>,
 }
 
 /// What a worker keeps between events.
@@ -55,6 +62,8 @@ struct State {
     sealed: Vec<u8>,
     /// A spare batch, for the next plaintexts opened.
     spare: Vec<PacketBuf>,
+    /// When the endpoint name was last looked up.
+    resolved_at: Option<tokio::time::Instant>,
 }
 
 impl<S: PathSocket> PathWorker<S> {
@@ -71,6 +80,7 @@ impl<S: PathSocket> PathWorker<S> {
             replies: Vec::new(),
             sealed: vec![0; TUN_BATCH * PathSession::sealed_len(self.buf_capacity)],
             spare: Vec::new(),
+            resolved_at: None,
         };
         let mut bufs: Vec<Vec<u8>> = (0..RECV_BATCH).map(|_| vec![0; MAX_PACKET]).collect();
         let mut meta = vec![RecvMeta::EMPTY; RECV_BATCH];
@@ -94,6 +104,7 @@ impl<S: PathSocket> PathWorker<S> {
                         state.spare = batch;
                     }
                     Some(ToPath::Rehandshake) => {
+                        self.reresolve(&mut state).await;
                         self.session.initiate_now(&mut scratch, |d| state.replies.push(d.to_vec()));
                         self.send_replies(&mut state, None).await;
                     }
@@ -111,6 +122,7 @@ impl<S: PathSocket> PathWorker<S> {
                     ticks += 1;
                     let alive = self.session.tick(&mut scratch, |d| state.replies.push(d.to_vec()));
                     if ticks.is_multiple_of(RETRY_TICKS) && !self.session.is_established() {
+                        self.reresolve(&mut state).await;
                         self.session.initiate_now(&mut scratch, |d| state.replies.push(d.to_vec()));
                     }
                     self.send_replies(&mut state, None).await;
@@ -271,6 +283,44 @@ impl<S: PathSocket> PathWorker<S> {
         // Waits while the endpoint task is behind: the socket's buffer
         // absorbs the burst meanwhile.
         let _ = self.to_endpoint.send(message).await;
+    }
+
+    /// Look the endpoint's host name up again, if it has one and was not
+    /// looked up in the last [`RERESOLVE_EVERY`]: the path is down, and the
+    /// peer's host may have moved.
+    async fn reresolve(&self, state: &mut State) {
+        let Some(name) = &self.endpoint_name else {
+            return;
+        };
+        let now = tokio::time::Instant::now();
+        if state
+            .resolved_at
+            .is_some_and(|at| now.saturating_duration_since(at) < RERESOLVE_EVERY)
+        {
+            return;
+        }
+        state.resolved_at = Some(now);
+        // Of the addresses found, one of the IP version the path used so
+        // far (its socket may not reach the other).
+        let v4 = state.endpoint.is_none_or(|e| e.is_ipv4());
+        let found = tokio::time::timeout(RESOLVE_TIMEOUT, tokio::net::lookup_host(name.as_str()))
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .and_then(|addrs| {
+                let addrs: Vec<SocketAddr> = addrs.collect();
+                let same = addrs.iter().find(|a| a.is_ipv4() == v4);
+                same.or(addrs.first()).copied()
+            });
+        match found {
+            Some(addr) if state.endpoint != Some(addr) => {
+                info!(path = %self.id, %name, endpoint = %addr, "endpoint looked up again: it moved");
+                state.endpoint = Some(addr);
+                self.info().set_endpoint(addr);
+            }
+            Some(_) => {}
+            None => debug!(path = %self.id, %name, "endpoint lookup failed; trying again later"),
+        }
     }
 
     fn learn_endpoint(&self, state: &mut State, from: SocketAddr) {
