@@ -8,8 +8,8 @@ use crate::{keys, PathSession, SessionConfig};
 /// Where the peer's datagrams come from in these in-memory exchanges.
 pub const PEER_ADDR: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1));
 
-/// Two sessions of one path, one on each end, not yet handshaken.
-pub fn pair() -> (PathSession, PathSession) {
+/// The two ends' session configs: fixed keys, a pre-shared key.
+pub fn configs() -> (SessionConfig, SessionConfig) {
     let a_key = keys::private_key_from_random([1; 32]);
     let b_key = keys::private_key_from_random([2; 32]);
     let a = SessionConfig {
@@ -23,6 +23,12 @@ pub fn pair() -> (PathSession, PathSession) {
         peer_public_key: keys::public_key(&a_key),
         ..a.clone()
     };
+    (a, b)
+}
+
+/// Two sessions of one path, one on each end, not yet handshaken.
+pub fn pair() -> (PathSession, PathSession) {
+    let (a, b) = configs();
     (PathSession::new(&a, 0), PathSession::new(&b, 0))
 }
 

@@ -108,21 +108,10 @@ fn garbage_and_truncated_datagrams_are_rejected_without_panic() {
     ));
 }
 
-/// Two sessions of paths `a_path` and `b_path`, one on each end.
+/// Two sessions of paths `a_path` and `b_path`, one on each end, and the
+/// second end's config.
 fn pair_of_paths(a_path: u8, b_path: u8) -> (PathSession, PathSession, SessionConfig) {
-    let a_key = keys::private_key_from_random([1; 32]);
-    let b_key = keys::private_key_from_random([2; 32]);
-    let a = SessionConfig {
-        private_key: keys::Secret::new(a_key),
-        peer_public_key: keys::public_key(&b_key),
-        preshared_key: Some(keys::Secret::new([9; 32])),
-        persistent_keepalive: None,
-    };
-    let b = SessionConfig {
-        private_key: keys::Secret::new(b_key),
-        peer_public_key: keys::public_key(&a_key),
-        ..a.clone()
-    };
+    let (a, b) = crate::testing::configs();
     (
         PathSession::new(&a, a_path),
         PathSession::new(&b, b_path),
