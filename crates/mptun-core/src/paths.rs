@@ -19,7 +19,8 @@ use std::time::{Duration, Instant};
 
 use crate::path::probing::{PROBE_BUSY, PROBE_IDLE};
 use crate::path::{
-    Path, PathChange, PathEstimate, PathEvent, PathId, PathSet, PathState, PathTimer, CONGESTED_US,
+    base_min, Path, PathChange, PathEstimate, PathEvent, PathId, PathSet, PathState, PathTimer,
+    CONGESTED_US,
 };
 use crate::seq::Seq;
 use crate::wire::Probe;
@@ -197,7 +198,7 @@ impl PathTable {
     /// margins. A path that is down is not in it. The receiver waits for
     /// gaps only on these.
     pub fn still_delivering(&self, now: Instant) -> PathSet {
-        let base_min = self.paths.iter().filter_map(|p| p.owd_out.min()).min();
+        let base_min = base_min(&self.paths);
         let mut set = PathSet::default();
         for (id, p) in self.iter() {
             let Some(sent) = p.last_data_sent else {
@@ -206,10 +207,7 @@ impl PathTable {
             if p.state() == PathState::Down {
                 continue; // whatever it had in flight is lost
             }
-            let base = match (p.owd_out.min(), base_min) {
-                (Some(b), Some(m)) => (b - m) as f64,
-                _ => 0.0,
-            };
+            let base = p.base_above(base_min);
             let queue = p.queue.delay_us(p.rate()).max(p.queueing_us());
             // Queues move between measurements: wide margins, since a path
             // dropped from the set too early turns its late packets into

@@ -7,7 +7,7 @@
 
 use std::time::Instant;
 
-use crate::path::{Path, PathId, PathSet};
+use crate::path::{base_min, Path, PathId, PathSet};
 
 /// How the sender picks paths.
 #[derive(Clone, Debug)]
@@ -130,24 +130,10 @@ fn earliest_arrival(
     best.or(capped_fallback).map(|(_, p)| p)
 }
 
-/// Return the lowest base one-way delay of all paths, if measured: arrivals
-/// are counted from it, so that they compare across sets of candidates.
-fn base_min(paths: &[Path]) -> Option<i64> {
-    paths.iter().filter_map(|p| p.owd_out.min()).min()
-}
-
-/// Return a path's base one-way delay above `base_min`, µs.
-fn base_above(p: &Path, base_min: Option<i64>) -> f64 {
-    match (p.owd_out.min(), base_min) {
-        (Some(b), Some(m)) => b.saturating_sub(m) as f64,
-        _ => 0.0,
-    }
-}
-
 /// Return when `len` bytes sent on `p` at `now` arrive, µs after the
 /// nearest path's base delay: base, queue, and the bytes' own time.
 fn arrival_us(p: &mut Path, now: Instant, len: usize, base_min: Option<i64>) -> f64 {
-    base_above(p, base_min) + p.model_queue_us(now) + len as f64 / p.rate()
+    p.base_above(base_min) + p.model_queue_us(now) + len as f64 / p.rate()
 }
 
 /// Smooth weighted round-robin over the paths that are usable right now.

@@ -75,6 +75,13 @@ impl PathSet {
     }
 }
 
+/// Return the lowest base one-way delay of `paths`, if measured: delays
+/// above the fastest path's are counted from it, so that they compare
+/// across any subset of the paths.
+pub(crate) fn base_min(paths: &[Path]) -> Option<i64> {
+    paths.iter().filter_map(|p| p.owd_out.min()).min()
+}
+
 /// Shortest silence (no new echo) after which a path is down.
 pub const DOWN_AFTER_MIN: Duration = Duration::from_millis(120);
 /// Longest: a dead path is down within this, whatever its RTT.
@@ -225,6 +232,15 @@ impl Default for Path {
 impl Path {
     pub fn state(&self) -> PathState {
         self.liveness.state()
+    }
+
+    /// Return the path's base one-way delay above `base_min` (see
+    /// [`base_min`]), µs.
+    pub fn base_above(&self, base_min: Option<i64>) -> f64 {
+        match (self.owd_out.min(), base_min) {
+            (Some(b), Some(m)) => b.saturating_sub(m) as f64,
+            _ => 0.0,
+        }
     }
 
     /// Bytes per µs the scheduler assumes the path drains.
