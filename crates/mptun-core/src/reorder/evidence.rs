@@ -7,7 +7,8 @@
 //! paths that may still deliver an earlier packet; a gap all of them have
 //! delivered past is lost.
 
-use std::collections::VecDeque;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 use std::time::{Duration, Instant};
 
 use super::Arrival;
@@ -53,12 +54,18 @@ impl LossEvidence {
     }
 
     /// Take in what an arriving packet says: its path delivered up to it,
-    /// and what the sender stripes over now.
-    pub fn note(&mut self, now: Instant, arrival: &Arrival) {
+    /// and what the sender stripes over now. A packet from before `next`
+    /// (late, or a copy) says nothing of the gaps still open, and a number
+    /// left that far behind would, once `next` moved on by half the number
+    /// space, compare as far ahead.
+    pub fn note(&mut self, now: Instant, arrival: &Arrival, next: Seq) {
         let Some(i) = Some(arrival.path.index()).filter(|&i| i < MAX_PATHS) else {
             return;
         };
         self.heard[i] = Some(now);
+        if arrival.seq.is_before(next) {
+            return;
+        }
         if arrival.dropped_at_queue > 0 {
             if let Some(after) = self.highest[i] {
                 // Packets sent on this path between the last one it
@@ -136,25 +143,25 @@ impl LossEvidence {
         evident
     }
 
-    /// Whether `gap` lies where a congested path lost packets, and is one
-    /// of as many gaps there as it lost: a loss on another path may fall in
-    /// the same stretch, and is repaired unless it comes first.
-    ///
-    /// Gaps come here in order, so each takes the span that ends first
-    /// among those around it: congested paths' spans overlap, and a gap
-    /// charged to a wider span would leave a later loss there, past the
-    /// narrower one's end, with nothing to excuse it.
-    pub fn take_congestion_loss(&mut self, gap: Seq) -> bool {
-        let span = self
-            .congested_spans
-            .iter_mut()
-            .filter(|s| s.missing > 0 && s.after.is_before(gap) && gap.is_before(s.before))
-            .min_by_key(|s| s.before.distance_from(gap));
-        if let Some(span) = span {
-            span.missing -= 1;
-            return true;
+    /// Start charging gaps, from `from` on and in order, to the places
+    /// where congested paths lost packets (see [`Charges::charge`]).
+    pub fn congestion_charges(&mut self, from: Seq) -> Charges<'_> {
+        let mut pending: Vec<usize> = (0..self.congested_spans.len())
+            .filter(|&i| self.congested_spans[i].missing > 0)
+            .collect();
+        // The earliest start last, to be taken from the end.
+        pending.sort_by_key(|&i| {
+            Reverse((
+                self.congested_spans[i].after.distance_from(from),
+                Reverse(i),
+            ))
+        });
+        Charges {
+            spans: &mut self.congested_spans,
+            from,
+            pending,
+            active: BinaryHeap::new(),
         }
-        false
     }
 
     /// Forget the spans delivery has passed.
@@ -166,5 +173,50 @@ impl LossEvidence {
         {
             self.congested_spans.pop_front();
         }
+    }
+}
+
+/// Charges gaps, taken in order, to the spans where congested paths lost
+/// packets: one pass costs O((gaps + spans) log spans), where asking each
+/// gap of every span cost their product (a hostile peer could make that
+/// 8192 gaps times 256 spans for every packet).
+pub(crate) struct Charges<'a> {
+    spans: &'a mut VecDeque<CongestedSpan>,
+    /// Where the pass starts: positions are counted from it.
+    from: Seq,
+    /// Spans with losses left that no gap has passed the start of yet,
+    /// the earliest start last.
+    pending: Vec<usize>,
+    /// Spans whose start the gaps have passed, by end, then age.
+    active: BinaryHeap<Reverse<(i64, usize)>>,
+}
+
+impl Charges<'_> {
+    /// Whether `gap` lies where a congested path lost packets, and is one
+    /// of as many gaps there as it lost: a loss on another path may fall in
+    /// the same stretch, and is repaired unless it comes first.
+    ///
+    /// Each gap takes the span that ends first among those around it:
+    /// congested paths' spans overlap, and a gap charged to a wider span
+    /// would leave a later loss there, past the narrower one's end, with
+    /// nothing to excuse it.
+    pub fn charge(&mut self, gap: Seq) -> bool {
+        let at = gap.distance_from(self.from);
+        while let Some(&i) = self.pending.last() {
+            if self.spans[i].after.distance_from(self.from) >= at {
+                break;
+            }
+            self.pending.pop();
+            self.active
+                .push(Reverse((self.spans[i].before.distance_from(self.from), i)));
+        }
+        while let Some(&Reverse((end, i))) = self.active.peek() {
+            if end > at && self.spans[i].missing > 0 {
+                self.spans[i].missing -= 1;
+                return true;
+            }
+            self.active.pop();
+        }
+        false
     }
 }

@@ -245,7 +245,7 @@ impl<P> ReorderBuffer<P> {
             let new_next = Seq(seq.0.wrapping_sub(capacity as u32 - 1));
             self.skip_to(now, new_next, Skip::Overflow);
         }
-        self.evidence.note(now, arrival);
+        self.evidence.note(now, arrival, self.window.next());
         // In order with nothing held, there is no gap to judge.
         if seq != self.window.next() || self.window.held() > 0 {
             self.request_repairs(now, Some(seq), self.hold());
@@ -382,11 +382,16 @@ impl<P> ReorderBuffer<P> {
     fn judge_gaps(&mut self, now: Instant, end: Seq, arriving: Option<Seq>) {
         let dense = self.dense(now);
         let next = self.window.next();
+        // Nothing past what the window can hold is a gap: however far ahead
+        // the evidence reaches, the work stays within the window.
+        let limit = next.plus(self.config.capacity.min(u32::MAX as usize) as u32);
+        let end = if limit.is_before(end) { limit } else { end };
+        let mut charges = self.evidence.congestion_charges(next);
         while let Some(gap) = self.repairs.next_to_judge(next, end) {
             if self.window.holds(gap) || Some(gap) == arriving {
                 continue;
             }
-            let congestion = self.evidence.take_congestion_loss(gap);
+            let congestion = charges.charge(gap);
             if dense && congestion {
                 self.stats.congestion_losses += 1;
             } else if dense && self.repairs.ask(gap, now, next) {
@@ -1011,6 +1016,28 @@ mod tests {
         }
         assert_eq!(h.delivered.len(), 2 + 64);
         assert_eq!(h.delivered.last(), Some(&far));
+    }
+
+    #[test]
+    fn a_late_packet_far_behind_is_no_evidence_once_the_numbers_wrap() {
+        // Found by fuzzing: a packet half the number space behind was
+        // taken as its path's delivery; once the window moved on by a
+        // quarter of the space, that number compared as far ahead, and
+        // with only that path in use, the gaps up to it (a billion) were
+        // judged one by one (70 s in the fuzzer's build).
+        let mut h = Harness::repairing();
+        h.feed(0, P0, 0);
+        let behind = (1u32 << 31) + 5;
+        assert_eq!(h.feed(0, P1, behind), Dropped(DropReason::Stale));
+        h.in_use = PathSet(0b10);
+        h.feed(1, P0, 1 << 30);
+        let stats = h.buf.stats();
+        assert_eq!(
+            stats.repairs_requested + stats.congestion_losses,
+            0,
+            "{stats:?}"
+        );
+        assert_eq!(h.buf.held_len(), 1);
     }
 
     #[test]
