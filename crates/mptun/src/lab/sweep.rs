@@ -48,7 +48,9 @@ fn uniform(rng: &mut SplitMix64, lo: f64, hi: f64) -> f64 {
 
 /// Round to `step`.
 fn round_to(v: f64, step: f64) -> f64 {
-    (v / step).round() * step
+    // Divided by the reciprocal, not multiplied by the step: 12 * 0.1 is
+    // 1.2000000000000002, 12 / 10 is 1.2, and scenario files print them.
+    (v / step).round() / step.recip()
 }
 
 fn draw_one(rng: &mut SplitMix64) -> Scenario {
@@ -410,6 +412,13 @@ pub fn render(report: &SweepReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn drawn_values_print_as_the_steps_they_are_rounded_to() {
+        assert_eq!(round_to(1.23, 0.1).to_string(), "1.2");
+        assert_eq!(round_to(2.8, 0.1).to_string(), "2.8");
+        assert_eq!(round_to(63.4, 0.5).to_string(), "63.5");
+    }
 
     #[test]
     fn a_seed_draws_the_same_scenarios_every_time() {
