@@ -992,7 +992,7 @@ fn sweep_row(number: usize, seed: u64, scenario: &mptun::lab::scenario::Scenario
 /// `SWEEP_SEED` and `SWEEP_COUNT` choose other draws, `SWEEP_ONLY=N` runs
 /// the Nth scenario alone.
 #[test]
-#[ignore = "fails today: seed 1, lowest 0.03 of the best path, median 0.34 and 10th percentile 0.04 of the sum; the scheduler work of issue 14"]
+#[ignore = "fails today: seed 1, lowest 0.03 of the best path, median 0.45 and 10th percentile 0.09 of the sum; the scheduler work of issue 14"]
 fn a_sweep_of_drawn_scenarios_never_falls_below_the_best_path() {
     let env = |name: &str, default: u64| {
         std::env::var(name)

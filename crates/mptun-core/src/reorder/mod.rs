@@ -27,6 +27,13 @@ use window::Window;
 use crate::path::{PathId, PathSet};
 use crate::seq::Seq;
 
+/// Longest a lost packet's repair may be waited for, whatever the hold's
+/// limit: a repair takes a round trip (the NACK, then the packet), which over
+/// paths 80 ms away one way is more than a gap that is only late is worth
+/// waiting for. Given up before it arrives, the repair is wasted and the
+/// loss reaches the inner flow.
+const REPAIR_WAIT_MAX: Duration = Duration::from_millis(300);
+
 /// Limits of a [`ReorderBuffer`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ReorderConfig {
@@ -208,7 +215,7 @@ impl<P> ReorderBuffer<P> {
     /// Return how long a lost packet's repair is waited for, if repairs
     /// are asked for: the larger of the hint and what repairs took so far.
     pub fn repair_wait(&self) -> Option<Duration> {
-        self.repairs.wait(self.config.hold)
+        self.repairs.wait(self.repair_max())
     }
 
     /// Take the sequence numbers to ask the sender for again: each gap that
@@ -255,7 +262,7 @@ impl<P> ReorderBuffer<P> {
         let offset = seq.distance_from(self.window.next());
         if offset < 0 {
             self.hold.late(seq);
-            self.repairs.late(seq, self.config.hold);
+            self.repairs.late(seq, self.repair_max());
             self.stats.dropped_stale += 1;
             return Err((DropReason::Stale, packet));
         }
@@ -337,7 +344,7 @@ impl<P> ReorderBuffer<P> {
             // Give up on everything before the packet that waited longest
             // (it and whatever follows it contiguously are released), but
             // not on a gap whose repair is still due.
-            if let Some(gap) = self.repairs.due_before(seq, now, self.config.hold) {
+            if let Some(gap) = self.repairs.due_before(seq, now, self.repair_max()) {
                 self.skip_to(now, gap, Skip::Timeout);
                 break;
             }
@@ -346,10 +353,16 @@ impl<P> ReorderBuffer<P> {
         self.release_losses(now);
     }
 
+    /// Return the longest a lost packet's repair is waited for: the hold's
+    /// limit or [`REPAIR_WAIT_MAX`], whichever is more.
+    fn repair_max(&self) -> Duration {
+        self.config.hold.max(REPAIR_WAIT_MAX)
+    }
+
     /// When the repair asked for `gap` is overdue, if it was asked for.
     fn repair_deadline(&self, gap: Seq) -> Option<Instant> {
         self.repairs
-            .deadline(gap, self.window.next(), self.config.hold)
+            .deadline(gap, self.window.next(), self.repair_max())
     }
 
     /// Whether packets come densely enough for repairs: the last one came
@@ -1038,6 +1051,16 @@ mod tests {
             "{stats:?}"
         );
         assert_eq!(h.buf.held_len(), 1);
+    }
+
+    #[test]
+    fn a_repair_over_far_paths_is_waited_for_longer_than_a_late_packet() {
+        // The hold's limit is 20 ms; a repair takes a 200 ms round trip.
+        let mut h = Harness::new(config());
+        h.buf.set_repair_hint(Some(Duration::from_millis(200)));
+        assert_eq!(h.buf.repair_wait(), Some(Duration::from_millis(200)));
+        h.buf.set_repair_hint(Some(Duration::from_secs(2)));
+        assert_eq!(h.buf.repair_wait(), Some(REPAIR_WAIT_MAX));
     }
 
     #[test]
