@@ -35,7 +35,7 @@ fn socket_path(interface: &str) -> std::io::Result<std::path::PathBuf> {
 
 /// Make [`SOCKET_DIR`] if it is missing, and check that only root (or we)
 /// can create anything in it.
-fn socket_dir() -> anyhow::Result<&'static std::path::Path> {
+fn check_socket_dir() -> anyhow::Result<()> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt};
     let dir = std::path::Path::new(SOCKET_DIR);
     std::fs::DirBuilder::new()
@@ -53,7 +53,7 @@ fn socket_dir() -> anyhow::Result<&'static std::path::Path> {
             meta.mode() & 0o7777
         );
     }
-    Ok(dir)
+    Ok(())
 }
 
 /// Whether `uid`, of the process at the other end of a status socket, is
@@ -272,7 +272,7 @@ impl StatusServer {
         name: &str,
         requests: mpsc::Sender<StatusRequest>,
     ) -> anyhow::Result<StatusServer> {
-        socket_dir()?;
+        check_socket_dir()?;
         let path = socket_path(name)?;
         if std::os::unix::net::UnixStream::connect(&path).is_ok() {
             bail!("{} answers already: is {name} running?", path.display());
