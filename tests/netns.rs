@@ -250,6 +250,74 @@ fn garbage_on_a_path_and_a_peer_restart_lose_nothing_else() {
     drop(ns_b);
 }
 
+/// With `interface.user`, each daemon is root only for setup: afterwards
+/// every thread runs as that user with no capability, the tunnel carries
+/// traffic, `mptun show` (as root) trusts its answers, and SIGTERM still
+/// leaves no device or route behind.
+#[test]
+fn a_daemon_given_a_user_drops_root_after_setup() {
+    if !is_root() {
+        eprintln!("skipped: needs root for network namespaces");
+        return;
+    }
+    let _machine = one_at_a_time();
+    let topo = lab();
+    let exe = std::path::Path::new(env!("CARGO_BIN_EXE_mptun"));
+    let nobody = mptun::privileges::RunAs::lookup("nobody").expect("user nobody");
+    let layout = SiteLayout {
+        extra_interface: "user = \"nobody\"".into(),
+        ..SiteLayout::all_paths(&topo)
+    };
+    let mut sites = Sites::start(exe, &topo, &layout).expect("start both sites");
+    sites.wait_up(Duration::from_secs(10)).expect("paths up");
+    for pid in sites.pids() {
+        let tasks: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .expect("tasks")
+            .map(|t| {
+                std::fs::read_to_string(t.expect("task").path().join("status")).expect("status")
+            })
+            .collect();
+        assert!(tasks.len() > 1, "expected the runtime's threads");
+        for status in &tasks {
+            let field = |name: &str| {
+                status
+                    .lines()
+                    .find_map(|l| l.strip_prefix(name))
+                    .map(|v| v.split_whitespace().collect::<Vec<_>>())
+                    .unwrap_or_default()
+            };
+            assert!(
+                field("Uid:").iter().all(|u| *u == nobody.uid.to_string()),
+                "pid {pid}: {:?}",
+                field("Uid:")
+            );
+            assert!(field("Groups:")
+                .iter()
+                .all(|g| *g == nobody.gid.to_string()));
+            for caps in ["CapEff:", "CapPrm:"] {
+                assert_eq!(field(caps), ["0000000000000000"], "pid {pid} {caps}");
+            }
+        }
+    }
+    let pong = ping(&topo.ns_a(), mptun::lab::sites::TUNNEL_B, 10).expect("ping");
+    assert_eq!(pong.received, 10, "ping through the tunnel: {pong:?}");
+    let a = sites
+        .status(Site::A)
+        .expect("mptun show trusts the daemon's user");
+    assert!(a.paths.iter().all(|p| p.up));
+    for site in [Site::A, Site::B] {
+        let status = sites.stop(site).expect("stop");
+        assert!(status.success(), "{site:?} exited with {status}");
+        let ns = sites.ns(site).to_string();
+        assert!(!link_exists(&ns, "mptun0"), "{site:?}: mptun0 left behind");
+        assert_eq!(
+            routes_via(&ns, "mptun0"),
+            "",
+            "{site:?}: routes left behind"
+        );
+    }
+}
+
 /// The benchmark behind issue 2's bar, run by hand (release build, root):
 /// `cargo test --release -p mptun --test netns -- --ignored --nocapture`.
 /// Three paths shaped to 200 Mbit/s; one TCP flow through mptun against

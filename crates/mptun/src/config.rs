@@ -11,6 +11,7 @@ use mptun_wg::keys::{decode_key, KeyError, Secret};
 use serde::Deserialize;
 
 use crate::ipnet::IpNet;
+use crate::privileges::RunAs;
 
 /// A problem with a config file: which file, which key, what is wrong.
 #[derive(Debug, thiserror::Error)]
@@ -56,6 +57,7 @@ struct RawInterface {
     table: Option<String>,
     reorder_hold_ms: Option<u64>,
     scheduler: Option<String>,
+    user: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -134,6 +136,8 @@ pub struct Interface {
     pub reorder: ReorderConfig,
     /// How packets are spread over the paths.
     pub scheduler: Scheduler,
+    /// Who the daemon runs as once the tunnel is up; root if `None`.
+    pub user: Option<RunAs>,
 }
 
 /// `[peer]`: the remote site.
@@ -315,6 +319,10 @@ impl Config {
                     format!("must be \"adaptive\" or \"round-robin\", not {other:?}"),
                 ))
             }
+        };
+        let user = match &i.user {
+            None => None,
+            Some(name) => Some(RunAs::lookup(name).map_err(|m| err("interface.user", m))?),
         };
         let mut reorder = ReorderConfig::default();
         if let Some(ms) = i.reorder_hold_ms {
@@ -508,6 +516,7 @@ impl Config {
                 table,
                 reorder,
                 scheduler,
+                user,
             },
             peer: Peer {
                 public_key,

@@ -11,6 +11,7 @@ pub mod ipnet;
 pub mod lab;
 pub mod mtu;
 pub mod net;
+pub mod privileges;
 pub mod status;
 pub mod tun;
 pub mod tunnel;

@@ -63,6 +63,12 @@ impl Routes {
         Ok(routes)
     }
 
+    /// Leave the routes to the kernel, which removes them with the TUN
+    /// device: for a daemon that can no longer run `ip`.
+    pub fn leave_to_device(&mut self) {
+        self.added.clear();
+    }
+
     /// Remove the routes this run added.
     pub fn remove(&mut self) {
         for net in self.added.drain(..) {

@@ -57,11 +57,23 @@ fn check_socket_dir() -> anyhow::Result<()> {
 }
 
 /// Whether `uid`, of the process at the other end of a status socket, is
-/// root's or ours.
-fn trusted_peer(uid: std::io::Result<u32>) -> bool {
+/// root's, ours, or `handed_to`, the user root gave the socket to.
+fn trusted_peer(uid: std::io::Result<u32>, handed_to: Option<u32>) -> bool {
     // SAFETY: geteuid has no preconditions.
     let own_uid = unsafe { libc::geteuid() };
-    uid.is_ok_and(|uid| uid == 0 || uid == own_uid)
+    uid.is_ok_and(|uid| uid == 0 || uid == own_uid || Some(uid) == handed_to)
+}
+
+/// Return the user a daemon that dropped root (`interface.user`) runs as:
+/// the owner of its socket, which only root can have made and handed over
+/// when [`SOCKET_DIR`] is root's and nobody else can write to it.
+fn handed_to(socket: &std::path::Path) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let dir = std::fs::symlink_metadata(SOCKET_DIR).ok()?;
+    if !dir.is_dir() || dir.uid() != 0 || dir.mode() & 0o022 != 0 {
+        return None;
+    }
+    Some(std::fs::symlink_metadata(socket).ok()?.uid())
 }
 
 /// Return the user of the process at the other end of `stream`: for a
@@ -290,7 +302,7 @@ impl StatusServer {
                 };
                 // Answer only root and our own user, as `wg show` needs root
                 // (the folder is world-readable so `show` can list it).
-                if !trusted_peer(stream.peer_cred().map(|c| c.uid())) {
+                if !trusted_peer(stream.peer_cred().map(|c| c.uid()), None) {
                     continue;
                 }
                 let (reply, answer) = oneshot::channel();
@@ -309,6 +321,15 @@ impl StatusServer {
             }
         });
         Ok(StatusServer { task, path })
+    }
+}
+
+impl StatusServer {
+    /// Give the socket to `user`, who the daemon is about to become, so
+    /// that `mptun show` trusts its answers (see [`handed_to`]).
+    pub fn hand_to(&self, user: &crate::privileges::RunAs) -> anyhow::Result<()> {
+        std::os::unix::fs::chown(&self.path, Some(user.uid), Some(user.gid))
+            .with_context(|| format!("give {} to user {:?}", self.path.display(), user.name))
     }
 }
 
@@ -339,18 +360,20 @@ pub fn fetch(interface: Option<&str>) -> anyhow::Result<Status> {
     let stream = std::os::unix::net::UnixStream::connect(&path).with_context(|| {
         format!("no mptun interface {name:?} is running in this network namespace")
     })?;
-    read_status(stream, &name, ANSWER_TIMEOUT)
+    read_status(stream, &name, handed_to(&path), ANSWER_TIMEOUT)
 }
 
-/// Read a status from `stream`, once sure who is answering (root or us),
+/// Read a status from `stream`, once sure who is answering (root, us, or
+/// the user root handed the socket to),
 /// within `timeout` and [`ANSWER_MAX`] bytes.
 fn read_status(
     stream: std::os::unix::net::UnixStream,
     name: &str,
+    handed_to: Option<u32>,
     timeout: std::time::Duration,
 ) -> anyhow::Result<Status> {
     use std::io::Read;
-    if !trusted_peer(peer_uid(&stream)) {
+    if !trusted_peer(peer_uid(&stream), handed_to) {
         bail!("the status socket of {name} is held by another user: not trusting its answer");
     }
     stream.set_read_timeout(Some(timeout))?;
@@ -505,10 +528,16 @@ mod tests {
     fn only_root_or_our_own_user_is_trusted_to_answer() {
         // SAFETY: geteuid has no preconditions.
         let own = unsafe { libc::geteuid() };
-        assert!(trusted_peer(Ok(0)));
-        assert!(trusted_peer(Ok(own)));
-        assert!(!trusted_peer(Ok(own.wrapping_add(4242).max(1))));
-        assert!(!trusted_peer(Err(std::io::Error::other("no credentials"))));
+        let other = own.wrapping_add(4242).max(1);
+        assert!(trusted_peer(Ok(0), None));
+        assert!(trusted_peer(Ok(own), None));
+        assert!(!trusted_peer(Ok(other), None));
+        assert!(trusted_peer(Ok(other), Some(other)));
+        assert!(!trusted_peer(Ok(other), Some(other + 1)));
+        assert!(!trusted_peer(
+            Err(std::io::Error::other("no credentials")),
+            None
+        ));
         let (a, _b) = UnixStream::pair().unwrap();
         assert_eq!(peer_uid(&a).unwrap(), own);
     }
@@ -520,10 +549,10 @@ mod tests {
             let junk = vec![b'['; ANSWER_MAX as usize + 1];
             let _ = server.write_all(&junk);
         });
-        assert!(read_status(client, "test0", Duration::from_secs(5)).is_err());
+        assert!(read_status(client, "test0", None, Duration::from_secs(5)).is_err());
         writer.join().unwrap();
         let (client, _silent) = UnixStream::pair().unwrap();
-        let error = read_status(client, "test0", Duration::from_millis(50)).unwrap_err();
+        let error = read_status(client, "test0", None, Duration::from_millis(50)).unwrap_err();
         assert!(
             format!("{error:#}").contains("read status of test0"),
             "{error:#}"

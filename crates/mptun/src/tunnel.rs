@@ -159,8 +159,9 @@ impl Tunnel {
             source => info!(mtu = mtu.mtu, %source, "TUN MTU"),
         }
         let tun = create_tun(&config, mtu.mtu)?;
-        let routes = crate::net::Routes::add(&config)?;
+        let mut routes = crate::net::Routes::add(&config)?;
         let name = config.interface.name.clone();
+        let user = config.interface.user.clone();
         let driver = Driver::spawn(Arc::new(config), epoch, tun, mtu, sockets)?;
         let status = match crate::status::StatusServer::start(&name, driver.status.clone()) {
             Ok(server) => Some(server),
@@ -169,6 +170,15 @@ impl Tunnel {
                 None
             }
         };
+        if let Some(user) = &user {
+            if let Some(status) = &status {
+                status.hand_to(user)?;
+            }
+            user.become_user()
+                .with_context(|| format!("drop root for user {:?}", user.name))?;
+            routes.leave_to_device();
+            info!(user = %user.name, uid = user.uid, "running as an unprivileged user, with no capabilities");
+        }
         Ok(Tunnel {
             tasks: driver.tasks,
             routes,
