@@ -30,6 +30,11 @@ pub struct PathCounters {
     pub recv_errors: Counter,
     /// Datagrams WireGuard rejected, by reason.
     pub rejected: RejectCounters,
+    /// Handshake initiations taken; like cookie replies, they prove no
+    /// address, so neither moves the endpoint.
+    pub initiations: Counter,
+    /// Cookie replies taken.
+    pub cookie_replies: Counter,
 }
 
 /// Rejected datagrams by reason; see [`OpenError`].

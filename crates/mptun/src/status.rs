@@ -218,6 +218,12 @@ pub struct PathStatus {
     pub recv_errors: u64,
     /// Datagrams WireGuard rejected.
     pub rejected: RejectSnapshot,
+    /// Handshake initiations and cookie replies taken; neither moves the
+    /// endpoint.
+    #[serde(default)]
+    pub rx_initiations: u64,
+    #[serde(default)]
+    pub rx_cookie_replies: u64,
     /// Authenticated plaintexts mptun refused.
     pub refused: RefusedSnapshot,
 }
@@ -489,6 +495,13 @@ pub fn render(s: &Status) -> String {
                 o,
                 "  late echoes: {} (new data avoided the path until the next echo)",
                 p.late_echoes
+            );
+        }
+        if p.rx_initiations + p.rx_cookie_replies > 0 {
+            let _ = writeln!(
+                o,
+                "  handshake messages taken: {} initiations, {} cookie replies",
+                p.rx_initiations, p.rx_cookie_replies
             );
         }
         let rejected = p.rejected.total();

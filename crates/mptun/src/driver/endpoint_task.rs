@@ -304,6 +304,8 @@ impl<T: TunDevice> EndpointTask<T> {
             send_errors: c.send_errors.get(),
             recv_errors: c.recv_errors.get(),
             rejected: c.rejected.snapshot(),
+            rx_initiations: c.initiations.get(),
+            rx_cookie_replies: c.cookie_replies.get(),
             refused: stats.refused.into(),
         }
     }

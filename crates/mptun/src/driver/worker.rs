@@ -258,9 +258,15 @@ impl<S: PathSocket> PathWorker<S> {
                     }
                     // A replayed initiation or a cookie reply passes
                     // authentication without proving where the peer is.
-                    Opened::Initiation | Opened::Cookie | Opened::CookieChallenge => {
-                        state.pool.put(plaintext)
+                    Opened::Initiation => {
+                        state.pool.put(plaintext);
+                        self.info().counters.initiations.add(1);
                     }
+                    Opened::Cookie => {
+                        state.pool.put(plaintext);
+                        self.info().counters.cookie_replies.add(1);
+                    }
+                    Opened::CookieChallenge => state.pool.put(plaintext),
                     Opened::Rejected(e) => {
                         state.pool.put(plaintext);
                         self.info().counters.rejected.count(e);
