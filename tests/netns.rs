@@ -11,6 +11,9 @@ use mptun::lab::{ping, Iperf, Site, Sites};
 use mptun_netem::topology::{Mode, TbfShape};
 use mptun_netem::{Topology, TopologyOptions};
 
+#[path = "netns/flood.rs"]
+mod flood;
+
 const PATHS: usize = 3;
 const RATE_MBIT: f64 = 50.0;
 const SECONDS: f64 = 5.0;
@@ -315,6 +318,131 @@ fn a_daemon_given_a_user_drops_root_after_setup() {
             "",
             "{site:?}: routes left behind"
         );
+    }
+}
+
+/// A flood at every path port of both sites, as fast as one core sends it:
+/// datagrams captured off the wire replayed both ways, A's handshake
+/// initiations replayed to every one of B's paths, cookie replies forged
+/// from them, and garbage. The TCP flow keeps at least 90% of its clean
+/// goodput, no endpoint moves, nothing is delivered twice, memory stays
+/// bounded. About 25 s; its figures (in README) with
+/// `cargo test --release -p mptun --test netns flood -- --nocapture`.
+#[test]
+fn a_flood_of_replays_forgeries_and_garbage_costs_the_flow_little() {
+    if !is_root() {
+        eprintln!("skipped: needs root for network namespaces");
+        return;
+    }
+    let _machine = one_at_a_time();
+    let topo = lab();
+    let exe = std::path::Path::new(env!("CARGO_BIN_EXE_mptun"));
+    let (ns_a, ns_b) = (topo.ns_a(), topo.ns_b());
+    let layout = SiteLayout::all_paths(&topo);
+    let ports = layout.base_port..layout.base_port + PATHS as u16;
+    let capture = flood::Capture::start(&ns_a, ports.clone());
+    let mut sites = Sites::start(exe, &topo, &layout).expect("start both sites");
+    let numbered = flood::Numbered::start(
+        &ns_a,
+        &ns_b,
+        std::net::SocketAddrV4::new(mptun::lab::sites::TUNNEL_A.parse().expect("address"), 7009),
+    );
+    let through = Iperf {
+        server_addr: mptun::lab::sites::TUNNEL_B.to_string(),
+        duration: 10.0,
+        ..one_path_args(&ns_a, &ns_b)
+    };
+    // Traffic to capture, then the clean baseline.
+    Iperf {
+        duration: 2.0,
+        ..through.clone()
+    }
+    .tcp()
+    .expect("iperf3 to capture");
+    let captured = capture.stop();
+    let clean = through.tcp().expect("clean iperf3");
+
+    let status = |site| sites.status(site).expect("status");
+    let endpoints = |site| -> Vec<Option<String>> {
+        status(site).paths.into_iter().map(|p| p.endpoint).collect()
+    };
+    let (endpoints_a, endpoints_b) = (endpoints(Site::A), endpoints(Site::B));
+    let b_public =
+        mptun_wg::keys::decode_key(&status(Site::A).peer_public_key).expect("B's public key");
+    let at = |addr: std::net::Ipv4Addr, n: usize| {
+        std::net::SocketAddr::from((addr, layout.base_port + n as u16 - 1))
+    };
+    let plan = flood::Plan::new(
+        &captured,
+        &(1..=PATHS).map(|i| topo.addr_a(i)).collect::<Vec<_>>(),
+        &(1..=PATHS)
+            .map(|i| at(topo.addr_b(i), i))
+            .collect::<Vec<_>>(),
+        &(1..=PATHS)
+            .map(|i| at(topo.addr_a(i), i))
+            .collect::<Vec<_>>(),
+        &b_public,
+    );
+    assert!(
+        plan.initiations() >= PATHS * PATHS,
+        "captured no handshake initiation"
+    );
+    assert!(plan.cookie_replies() > 0);
+    let rss_before: Vec<u64> = sites.pids().into_iter().map(flood::rss_kib).collect();
+
+    let attack = flood::Flood::start(&ns_a, &ns_b, plan);
+    let flooded = through.tcp().expect("iperf3 under the flood");
+    let sent = attack.stop();
+    let rss_after: Vec<u64> = sites.pids().into_iter().map(flood::rss_kib).collect();
+    let (numbers_sent, numbers_received, twice) = numbered.stop();
+
+    let ratio = flooded.goodput_mbps / clean.goodput_mbps;
+    let rejected = |site| -> u64 { status(site).paths.iter().map(|p| p.rejected.total()).sum() };
+    let cookie_replies: u64 = status(Site::A)
+        .paths
+        .iter()
+        .map(|p| p.rx_cookie_replies)
+        .sum();
+    let initiations: u64 = status(Site::B).paths.iter().map(|p| p.rx_initiations).sum();
+    eprintln!(
+        "captured {} datagrams; flood {sent} datagrams in {:.0} s ({:.0}/s); \
+         clean {:.1} Mbit/s, flooded {:.1} Mbit/s ({ratio:.2}x), {} retransmits; \
+         rejected A {} B {}; cookie replies taken by A {cookie_replies}, \
+         initiations taken by B {initiations}; RSS KiB {rss_before:?} -> {rss_after:?}; \
+         numbered {numbers_sent} sent, {numbers_received} received, {twice} twice",
+        captured.len(),
+        through.duration,
+        sent as f64 / through.duration,
+        clean.goodput_mbps,
+        flooded.goodput_mbps,
+        flooded.retransmits,
+        rejected(Site::A),
+        rejected(Site::B),
+    );
+    assert_eq!(endpoints(Site::A), endpoints_a, "an endpoint of A moved");
+    assert_eq!(endpoints(Site::B), endpoints_b, "an endpoint of B moved");
+    assert_eq!(twice, 0, "datagrams delivered twice");
+    assert!(
+        cookie_replies > 0,
+        "the forged cookie replies were not valid ones"
+    );
+    assert!(
+        numbers_received > numbers_sent / 2,
+        "{numbers_received} of {numbers_sent}"
+    );
+    for (before, after) in rss_before.iter().zip(&rss_after) {
+        assert!(
+            after - before.min(after) < 32 << 10,
+            "RSS {before} -> {after} KiB"
+        );
+    }
+    assert!(sent > 1_000_000, "a flood of only {sent} datagrams");
+    assert!(
+        ratio >= 0.9,
+        "the flow kept {ratio:.2}x its clean goodput, want >= 0.9"
+    );
+    for site in [Site::A, Site::B] {
+        assert!(sites.stop(site).expect("stop").success());
     }
 }
 
