@@ -225,6 +225,18 @@ fn lab(
         json,
         mptun_exe: std::env::current_exe().context("find the mptun executable")?,
     };
+    if options.scenario.soak.is_some() {
+        if compare || plot.is_some() {
+            anyhow::bail!("a soak scenario runs mptun alone: no --compare or --plot");
+        }
+        let report = run_until_interrupted(move || mptun::lab::soak::run(&options))?;
+        if json {
+            println!("{}", serde_json::to_string_pretty(&report)?);
+        } else {
+            print!("{}", mptun::lab::soak::render(&report));
+        }
+        return Ok(());
+    }
     let report = run_until_interrupted(move || mptun::lab::run::run(&options))?;
     if let Some(path) = &plot {
         mptun::lab::plot::draw(&report, path)?;

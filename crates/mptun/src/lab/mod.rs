@@ -6,6 +6,7 @@ pub mod plot;
 pub mod run;
 pub mod scenario;
 pub mod sites;
+pub mod soak;
 pub mod sweep;
 pub mod wireguard;
 

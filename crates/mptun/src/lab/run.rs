@@ -218,18 +218,6 @@ pub fn run(options: &LabOptions) -> anyhow::Result<LabReport> {
     require_tools()?;
     let exe = &options.mptun_exe;
     let scenario = &options.scenario;
-    let mode = if scenario.unshaped() {
-        Mode::Plain {
-            paths: scenario.path.len(),
-            mtu: scenario.path_mtu.unwrap_or(1500),
-        }
-    } else {
-        Mode::Emulated {
-            paths: scenario.path.iter().map(dir_spec).collect(),
-            seed: 1,
-            netem_bin: netem_bin()?,
-        }
-    };
     let say = |text: &str| {
         if !options.json {
             eprintln!("{text}");
@@ -242,14 +230,7 @@ pub fn run(options: &LabOptions) -> anyhow::Result<LabReport> {
         scenario.duration,
         scenario.congestion_control
     ));
-    let mut topo = Topology::build(
-        TopologyOptions {
-            subnet: 200,
-            prefix: None,
-        },
-        mode,
-    )
-    .context("build the lab namespaces")?;
+    let mut topo = build_topology(scenario)?;
     let ns_a = topo.ns_a();
     let ns_b = topo.ns_b();
     let best = scenario.best_path();
@@ -469,6 +450,30 @@ pub fn run(options: &LabOptions) -> anyhow::Result<LabReport> {
         mptun,
         failover,
     })
+}
+
+/// Build the lab's namespaces and paths for `scenario`.
+pub(super) fn build_topology(scenario: &Scenario) -> anyhow::Result<Topology> {
+    let mode = if scenario.unshaped() {
+        Mode::Plain {
+            paths: scenario.path.len(),
+            mtu: scenario.path_mtu.unwrap_or(1500),
+        }
+    } else {
+        Mode::Emulated {
+            paths: scenario.path.iter().map(dir_spec).collect(),
+            seed: 1,
+            netem_bin: netem_bin()?,
+        }
+    };
+    Topology::build(
+        TopologyOptions {
+            subnet: 200,
+            prefix: None,
+        },
+        mode,
+    )
+    .context("build the lab namespaces")
 }
 
 /// One system's flow.
@@ -772,7 +777,7 @@ fn flow_with_events(
 
 /// The host's CPU time by kind, from the `cpu` line of `/proc/stat`.
 #[derive(Clone, Copy, Debug, PartialEq)]
-struct CpuTimes {
+pub(super) struct CpuTimes {
     total: u64,
     steal: u64,
 }
@@ -794,14 +799,14 @@ impl CpuTimes {
         })
     }
 
-    fn steal_pct_since(&self, before: &CpuTimes) -> Option<f64> {
+    pub(super) fn steal_pct_since(&self, before: &CpuTimes) -> Option<f64> {
         let total = self.total.checked_sub(before.total)?;
         let steal = self.steal.checked_sub(before.steal)?;
         (total > 0).then(|| 100.0 * steal as f64 / total as f64)
     }
 }
 
-fn read_cpu_times() -> Option<CpuTimes> {
+pub(super) fn read_cpu_times() -> Option<CpuTimes> {
     CpuTimes::parse(&std::fs::read_to_string("/proc/stat").ok()?)
 }
 
@@ -882,9 +887,7 @@ fn flow_with_events_inner(
         // iperf3 takes ~0.2 s to start its server and connect; events are
         // timed from then.
         let start = Instant::now() + Duration::from_millis(200);
-        let mut events = scenario.event.clone();
-        events.sort_by(|a, b| a.at.total_cmp(&b.at));
-        for event in &events {
+        for event in &scenario.timeline() {
             let at = start + Duration::from_secs_f64(event.at);
             std::thread::sleep(at.saturating_duration_since(Instant::now()));
             for line in event.commands()? {

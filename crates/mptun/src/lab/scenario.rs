@@ -26,6 +26,23 @@ pub struct Scenario {
     /// Changes during the measured flow.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub event: Vec<Event>,
+    /// Run a soak instead of the comparison: see [`crate::lab::soak`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub soak: Option<SoakSpec>,
+}
+
+/// `[soak]`: one long flow of a file sent over and over through mptun.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct SoakSpec {
+    /// Size of the file, of random bytes, whose copies are checked by
+    /// SHA-256 as they arrive.
+    #[serde(default = "default_file_mib")]
+    pub file_mib: u32,
+}
+
+fn default_file_mib() -> u32 {
+    256
 }
 
 /// One emulated path, the same in both directions. A path with no rate,
@@ -54,6 +71,8 @@ pub struct PathSpec {
 pub struct Event {
     /// Seconds after the flow starts.
     pub at: f64,
+    /// Seconds after which it happens again, until the flow ends.
+    pub every: Option<f64>,
     /// Path number, from 1.
     pub path: usize,
     /// "down", "up" or "set" (the default when a value is given).
@@ -74,6 +93,9 @@ fn default_cc() -> String {
     "cubic".to_string()
 }
 
+/// Longest flow a scenario may ask for: a day.
+const MAX_DURATION: f64 = 86_400.0;
+
 /// The scenario `mptun lab` runs without `--scenario`: three equal paths of
 /// 100 Mbit/s and 10 ms RTT (`configs/lab/equal.toml`).
 pub const DEFAULT_SCENARIO: &str = include_str!("../../../../configs/lab/equal.toml");
@@ -89,8 +111,13 @@ impl Scenario {
                 mptun_core::MAX_PATHS
             );
         }
-        if !(1.0..=3600.0).contains(&s.duration) {
-            bail!("{name}: duration: must be 1 to 3600 seconds");
+        if !(1.0..=MAX_DURATION).contains(&s.duration) {
+            bail!("{name}: duration: must be 1 to {MAX_DURATION} seconds");
+        }
+        if let Some(soak) = &s.soak {
+            if !(1..=4096).contains(&soak.file_mib) {
+                bail!("{name}: soak.file-mib: must be 1 to 4096");
+            }
         }
         if !matches!(s.congestion_control.as_str(), "cubic" | "bbr" | "reno") {
             bail!("{name}: congestion-control: must be \"cubic\", \"bbr\" or \"reno\"");
@@ -133,6 +160,9 @@ impl Scenario {
                     s.duration
                 );
             }
+            if e.every.is_some_and(|every| every.is_nan() || every < 1.0) {
+                bail!("{name}: event[{i}].every: must be at least 1 second");
+            }
             e.commands()
                 .with_context(|| format!("{name}: event[{i}]"))?;
         }
@@ -144,6 +174,28 @@ impl Scenario {
         let text =
             std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?;
         Self::parse(&text, &path.display().to_string())
+    }
+
+    /// Return every event of the flow in time order, repeated events once
+    /// per repetition.
+    pub fn timeline(&self) -> Vec<Event> {
+        let mut events = Vec::new();
+        for e in &self.event {
+            let mut at = e.at;
+            while at <= self.duration {
+                events.push(Event {
+                    at,
+                    every: None,
+                    ..e.clone()
+                });
+                match e.every {
+                    Some(every) => at += every,
+                    None => break,
+                }
+            }
+        }
+        events.sort_by(|a, b| a.at.total_cmp(&b.at));
+        events
     }
 
     /// Return the paths' configured rates summed (0 for unshaped paths).
@@ -231,6 +283,9 @@ mod tests {
             assert!(s.unshaped(), "{name}");
         }
         assert!(Scenario::parse(DEFAULT_SCENARIO, "default").is_ok());
+        let soak = Scenario::load(&dir.join("soak.toml")).unwrap();
+        assert!(soak.soak.is_some() && soak.duration >= 3600.0);
+        assert_eq!(soak.timeline().len(), 120, "a cut and a restore every minute");
     }
 
     #[test]
@@ -245,6 +300,37 @@ mod tests {
         assert_eq!(s.event[0].commands().unwrap(), vec!["down 2"]);
         assert_eq!(s.event[1].commands().unwrap(), vec!["set 1 loss-pct 1.5"]);
         assert_eq!(s.best_path(), 1);
+    }
+
+    #[test]
+    fn a_repeated_event_happens_until_the_flow_ends() {
+        let s = Scenario::parse(
+            r#"duration = 100
+            [[path]]
+            rate-mbit = 10
+            [[event]]
+            at = 30.0
+            every = 30.0
+            path = 1
+            action = "down"
+            [[event]]
+            at = 35.0
+            every = 30.0
+            path = 1
+            action = "up"
+            [[event]]
+            at = 1.0
+            path = 1
+            loss-pct = 1
+            "#,
+            "t",
+        )
+        .unwrap();
+        let times: Vec<f64> = s.timeline().iter().map(|e| e.at).collect();
+        assert_eq!(times, [1.0, 30.0, 35.0, 60.0, 65.0, 90.0, 95.0]);
+        let every_0 =
+            "[[path]]\nrate-mbit = 10\n[[event]]\nat = 1\nevery = 0\npath = 1\naction = 'up'\n";
+        assert!(format!("{:#}", Scenario::parse(every_0, "t").unwrap_err()).contains("every"));
     }
 
     #[test]

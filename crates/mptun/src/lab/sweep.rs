@@ -94,6 +94,7 @@ fn draw_one(rng: &mut SplitMix64) -> Scenario {
         for (at, action) in [(at, "down"), (back, "up")] {
             event.push(Event {
                 at,
+                every: None,
                 path: cut,
                 action: Some(action.to_string()),
                 loss_pct: None,
@@ -110,6 +111,7 @@ fn draw_one(rng: &mut SplitMix64) -> Scenario {
         path,
         path_mtu: None,
         event,
+        soak: None,
     }
 }
 
