@@ -10,8 +10,8 @@ use mptun_core::{ReorderConfig, MAX_PATHS};
 use mptun_wg::keys::{decode_key, KeyError, Secret};
 use serde::Deserialize;
 
-use crate::ipnet::IpNet;
 use crate::privileges::RunAs;
+use ipnet::IpNet;
 
 /// A problem with a config file: which file, which key, what is wrong.
 #[derive(Debug, thiserror::Error)]
@@ -157,7 +157,8 @@ impl Peer {
     /// Return whether `ip` is in the peer's allowed IPs: the peer may send
     /// from it, and packets to it go to the peer.
     pub fn allows(&self, ip: IpAddr) -> bool {
-        self.allowed_ips.iter().any(|net| net.contains(ip))
+        let ip = ip.to_canonical();
+        self.allowed_ips.iter().any(|net| net.contains(&ip))
     }
 }
 
@@ -245,13 +246,22 @@ impl Config {
             key: key.to_string(),
             message,
         };
-        let raw: RawConfig = toml::from_str(text).map_err(|e| {
-            // toml's message names the line and the offending key; keep it
-            // on one line after the file name.
-            err(
+        if crate::import::looks_like_wg_quick(text) {
+            return Err(err(
                 "",
-                e.to_string().trim().replace('\n', " ").replace("  ", " "),
-            )
+                "this looks like a wg-quick config: try `mptun import` (one file per tunnel)"
+                    .into(),
+            ));
+        }
+        let raw: RawConfig = toml::from_str(text).map_err(|e| {
+            // Where and what, never the line itself: it may hold a key.
+            let at = e.span().map_or(String::new(), |span| {
+                let before = &text[..span.start.min(text.len())];
+                let line = before.matches('\n').count() + 1;
+                let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+                format!("line {line}, column {column}: ")
+            });
+            err("", format!("{at}{}", e.message().trim().replace('\n', " ")))
         })?;
         let mut warnings = Warnings::new();
 
@@ -284,10 +294,7 @@ impl Config {
         };
         let mut addresses = Vec::new();
         for (n, a) in i.address.iter().enumerate() {
-            addresses.push(
-                a.parse::<IpNet>()
-                    .map_err(|m| err(&format!("interface.address[{n}]"), m))?,
-            );
+            addresses.push(parse_net(a).map_err(|m| err(&format!("interface.address[{n}]"), m))?);
         }
         let name = i.name.clone().unwrap_or_else(|| "mptun0".to_string());
         if name.is_empty()
@@ -341,10 +348,8 @@ impl Config {
             decode_key(&p.public_key).map_err(|e| key_err("peer.public-key", e, &err))?;
         let mut allowed_ips = Vec::new();
         for (n, a) in p.allowed_ips.iter().enumerate() {
-            let net = a
-                .parse::<IpNet>()
-                .map_err(|m| err(&format!("peer.allowed-ips[{n}]"), m))?;
-            allowed_ips.push(net.network());
+            let net = parse_net(a).map_err(|m| err(&format!("peer.allowed-ips[{n}]"), m))?;
+            allowed_ips.push(net.trunc());
         }
         if allowed_ips.is_empty() {
             warnings.push(format!(
@@ -464,7 +469,10 @@ impl Config {
         if table == Table::Auto {
             for (n, path) in paths.iter().enumerate() {
                 let Some(ep) = path.endpoint else { continue };
-                if let Some(net) = allowed_ips.iter().find(|net| net.contains(ep.ip())) {
+                if let Some(net) = allowed_ips
+                    .iter()
+                    .find(|net| net.contains(&ep.ip().to_canonical()))
+                {
                     return Err(err(
                         "peer.allowed-ips",
                         format!(
@@ -476,7 +484,7 @@ impl Config {
             }
         }
 
-        let needs_v6_min = addresses.iter().any(|a| a.addr.is_ipv6());
+        let needs_v6_min = addresses.iter().any(|a| a.addr().is_ipv6());
         let mtu = match i.mtu {
             Some(m) => {
                 let min = if needs_v6_min { 1280 } else { 576 };
@@ -568,6 +576,15 @@ fn warn_if_readable(file: &Path, warnings: &mut Warnings) {
 /// Look up a `host:port` endpoint's address (the host is not an IP
 /// address); an error says why not, for the operator.
 pub type Resolver<'a> = &'a dyn Fn(&str) -> Result<SocketAddr, String>;
+
+/// Parse `addr/prefix`; a bare address is a host route (/32 or /128), as
+/// wg-quick takes it.
+fn parse_net(text: &str) -> Result<IpNet, String> {
+    let text = text.trim();
+    text.parse::<IpNet>()
+        .or_else(|_| text.parse::<IpAddr>().map(IpNet::from))
+        .map_err(|_| format!("invalid IP network {text:?}: expected addr/prefix, e.g. 10.0.0.0/24"))
+}
 
 /// Look a `host:port` up with the system's resolver, now, once.
 pub fn system_resolver(text: &str) -> Result<SocketAddr, String> {

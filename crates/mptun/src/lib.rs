@@ -6,8 +6,8 @@ pub mod counters;
 pub mod driver;
 #[cfg(test)]
 mod fake;
+pub mod import;
 pub mod io;
-pub mod ipnet;
 pub mod lab;
 pub mod mtu;
 pub mod net;

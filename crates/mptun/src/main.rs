@@ -26,6 +26,15 @@ enum Command {
     Genkey,
     /// Read a private key on stdin and print its public key, like `wg pubkey`.
     Pubkey,
+    /// Print a new pre-shared key (base64), like `wg genpsk`.
+    Genpsk,
+    /// Read wg-quick configs, one per tunnel to the same peer (as for ECMP),
+    /// and print one mptun config with a path per tunnel.
+    Import {
+        /// wg-quick config files (wg0.conf wg1.conf ...).
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
     /// Validate a config file: exit 0, or print the file and key at fault.
     Check {
         /// The config file (TOML).
@@ -87,6 +96,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Genkey => genkey(),
+        Command::Genpsk => genpsk(),
+        Command::Import { files } => import(&files),
         Command::Pubkey => pubkey(),
         Command::Check { config } => check(&config),
         Command::Up { config } => up(&config),
@@ -125,6 +136,25 @@ fn genkey() -> anyhow::Result<()> {
         "{}",
         keys::encode_key(&keys::private_key_from_random(bytes))
     );
+    Ok(())
+}
+
+fn genpsk() -> anyhow::Result<()> {
+    let mut bytes = [0u8; 32];
+    getrandom::getrandom(&mut bytes)
+        .map_err(|e| anyhow::anyhow!("OS random number generator: {e}"))?;
+    println!("{}", keys::encode_key(&bytes));
+    Ok(())
+}
+
+fn import(files: &[PathBuf]) -> anyhow::Result<()> {
+    let mut texts = Vec::new();
+    for path in files {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?;
+        texts.push((path.display().to_string(), text));
+    }
+    print!("{}", mptun::import::import(&texts)?);
     Ok(())
 }
 

@@ -81,7 +81,11 @@ impl fmt::Display for MtuSource {
 /// whose outgoing interface cannot be told (no endpoint, bind address or
 /// interface) counts as [`ASSUMED_PATH_MTU`].
 pub fn tun_mtu(config: &Config) -> TunMtu {
-    let ipv6_inside = config.interface.addresses.iter().any(|a| a.addr.is_ipv6());
+    let ipv6_inside = config
+        .interface
+        .addresses
+        .iter()
+        .any(|a| a.addr().is_ipv6());
     let paths = config.paths.iter().map(outgoing_mtu).collect();
     choose(config.interface.mtu, ipv6_inside, paths)
 }

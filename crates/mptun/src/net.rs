@@ -6,7 +6,7 @@ use anyhow::{bail, Context};
 use tracing::{info, warn};
 
 use crate::config::{Config, Table};
-use crate::ipnet::IpNet;
+use ipnet::IpNet;
 
 /// The routes `mptun up` added, removed again by [`remove`](Self::remove).
 pub struct Routes {
@@ -30,7 +30,7 @@ fn ip(args: &[&str]) -> anyhow::Result<()> {
 }
 
 fn family(net: IpNet) -> &'static str {
-    if net.addr.is_ipv4() {
+    if net.addr().is_ipv4() {
         "-4"
     } else {
         "-6"
@@ -49,10 +49,10 @@ impl Routes {
             return Ok(routes);
         }
         for &net in &config.peer.allowed_ips {
-            if net.network_in(&config.interface.addresses) {
+            if config.interface.addresses.iter().any(|a| a.trunc() == net) {
                 continue;
             }
-            let dest = net.network().to_string();
+            let dest = net.trunc().to_string();
             if let Err(e) = ip(&[family(net), "route", "add", &dest, "dev", &routes.device]) {
                 routes.remove();
                 return Err(e.context(format!("add route {dest} (peer.allowed-ips)")));
@@ -72,7 +72,7 @@ impl Routes {
     /// Remove the routes this run added.
     pub fn remove(&mut self) {
         for net in self.added.drain(..) {
-            let dest = net.network().to_string();
+            let dest = net.trunc().to_string();
             if let Err(e) = ip(&[family(net), "route", "del", &dest, "dev", &self.device]) {
                 warn!(route = %dest, error = %e, "could not remove route");
             }

@@ -119,9 +119,9 @@ fn create_tun(config: &Config, mtu: u16) -> anyhow::Result<Tun> {
         })?,
     };
     for a in &i.addresses {
-        match a.addr {
-            IpAddr::V4(v4) => dev.add_address_v4(v4, a.prefix),
-            IpAddr::V6(v6) => dev.add_address_v6(v6, a.prefix),
+        match a.addr() {
+            IpAddr::V4(v4) => dev.add_address_v4(v4, a.prefix_len()),
+            IpAddr::V6(v6) => dev.add_address_v6(v6, a.prefix_len()),
         }
         .with_context(|| format!("add address {a} to {}", i.name))?;
     }

@@ -237,3 +237,42 @@ fn secrets_do_not_show_in_debug_output() {
     assert!(!shown.contains(&format!("{:?}", key)), "{shown}");
     assert!(shown.contains("Secret(..)"), "{shown}");
 }
+
+#[test]
+fn a_parse_error_names_the_place_and_never_shows_the_line() {
+    let secret = "c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0MTI=";
+    let broken = valid().replace(
+        "[interface]",
+        &format!("[interface]\nprivate-key = \"{secret}"),
+    );
+    let message = error_of(&broken);
+    assert!(message.starts_with("site-a.toml: line "), "{message}");
+    assert!(!message.contains(secret), "{message}");
+}
+
+#[test]
+fn a_wg_quick_file_is_pointed_at_import() {
+    let secret = "c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0MTI=";
+    let text = format!("[Interface]\nPrivateKey = {secret}\n\n[Peer]\nPublicKey = {secret}\n");
+    let message = error_of(&text);
+    assert!(message.contains("try `mptun import`"), "{message}");
+    assert!(!message.contains(secret), "{message}");
+}
+
+#[test]
+fn networks_are_parsed_as_wg_quick_takes_them() {
+    let with = |nets: &str| valid().replace("\"10.77.0.0/24\", \"192.168.20.0/24\"", nets);
+    let c = parse(&with("\"10.77.0.9/24\", \"192.0.2.7\", \"fd00:77::1/64\"")).unwrap();
+    let shown: Vec<String> = c.peer.allowed_ips.iter().map(|n| n.to_string()).collect();
+    assert_eq!(shown, ["10.77.0.0/24", "192.0.2.7/32", "fd00:77::/64"]);
+    assert!(c.peer.allows("10.77.0.200".parse().unwrap()));
+    assert!(c.peer.allows("::ffff:10.77.0.9".parse().unwrap()));
+    assert!(!c.peer.allows("10.77.1.1".parse().unwrap()));
+    assert!(c.peer.allows("fd00:77::abcd".parse().unwrap()));
+    for bad in ["\"10.0.0.1/33\"", "\"10.0.0/24\"", "\"fd00::/129\""] {
+        assert!(
+            error_of(&with(bad)).contains("peer.allowed-ips[0]"),
+            "{bad}"
+        );
+    }
+}

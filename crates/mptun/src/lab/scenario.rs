@@ -285,7 +285,11 @@ mod tests {
         assert!(Scenario::parse(DEFAULT_SCENARIO, "default").is_ok());
         let soak = Scenario::load(&dir.join("soak.toml")).unwrap();
         assert!(soak.soak.is_some() && soak.duration >= 3600.0);
-        assert_eq!(soak.timeline().len(), 120, "a cut and a restore every minute");
+        assert_eq!(
+            soak.timeline().len(),
+            120,
+            "a cut and a restore every minute"
+        );
     }
 
     #[test]
