@@ -33,6 +33,17 @@ fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
+/// The machine and a fresh lab for one test; `None` (the test is skipped)
+/// without root. Drop the topology before the machine.
+fn take_lab() -> Option<(std::sync::MutexGuard<'static, ()>, Topology)> {
+    if !is_root() {
+        eprintln!("skipped: needs root for network namespaces");
+        return None;
+    }
+    let machine = one_at_a_time();
+    Some((machine, lab()))
+}
+
 fn lab() -> Topology {
     tbf_lab(RATE_MBIT)
 }
@@ -85,12 +96,9 @@ fn routes_via(ns: &str, dev: &str) -> String {
 
 #[test]
 fn one_tcp_flow_uses_every_path_in_order_and_teardown_is_clean() {
-    if !is_root() {
-        eprintln!("skipped: needs root for network namespaces");
+    let Some((_machine, topo)) = take_lab() else {
         return;
-    }
-    let _machine = one_at_a_time();
-    let topo = lab();
+    };
     let exe = std::path::Path::new(env!("CARGO_BIN_EXE_mptun"));
 
     // Baseline, in this run: one TCP flow over path 1 alone, no tunnel.
@@ -198,12 +206,9 @@ fn one_path_args<'a>(ns_a: &'a str, ns_b: &'a str) -> Iperf<'a> {
 
 #[test]
 fn garbage_on_a_path_and_a_peer_restart_lose_nothing_else() {
-    if !is_root() {
-        eprintln!("skipped: needs root for network namespaces");
+    let Some((_machine, topo)) = take_lab() else {
         return;
-    }
-    let _machine = one_at_a_time();
-    let topo = lab();
+    };
     let exe = std::path::Path::new(env!("CARGO_BIN_EXE_mptun"));
     let mut sites =
         Sites::start(exe, &topo, &SiteLayout::all_paths(&topo)).expect("start both sites");
@@ -259,12 +264,9 @@ fn garbage_on_a_path_and_a_peer_restart_lose_nothing_else() {
 /// leaves no device or route behind.
 #[test]
 fn a_daemon_given_a_user_drops_root_after_setup() {
-    if !is_root() {
-        eprintln!("skipped: needs root for network namespaces");
+    let Some((_machine, topo)) = take_lab() else {
         return;
-    }
-    let _machine = one_at_a_time();
-    let topo = lab();
+    };
     let exe = std::path::Path::new(env!("CARGO_BIN_EXE_mptun"));
     let nobody = mptun::privileges::RunAs::lookup("nobody").expect("user nobody");
     let layout = SiteLayout {
@@ -330,12 +332,9 @@ fn a_daemon_given_a_user_drops_root_after_setup() {
 /// `cargo test --release -p mptun --test netns flood -- --nocapture`.
 #[test]
 fn a_flood_of_replays_forgeries_and_garbage_costs_the_flow_little() {
-    if !is_root() {
-        eprintln!("skipped: needs root for network namespaces");
+    let Some((_machine, topo)) = take_lab() else {
         return;
-    }
-    let _machine = one_at_a_time();
-    let topo = lab();
+    };
     let exe = std::path::Path::new(env!("CARGO_BIN_EXE_mptun"));
     let (ns_a, ns_b) = (topo.ns_a(), topo.ns_b());
     let layout = SiteLayout::all_paths(&topo);
@@ -444,6 +443,61 @@ fn a_flood_of_replays_forgeries_and_garbage_costs_the_flow_little() {
     for site in [Site::A, Site::B] {
         assert!(sites.stop(site).expect("stop").success());
     }
+}
+
+/// `allowed-ips = ["0.0.0.0/0"]`, as wg-quick does it: the default route
+/// in table 51820 with its policy rules, the paths' own packets marked out
+/// of it; everything removed at exit.
+#[test]
+fn a_default_route_goes_through_the_tunnel_and_the_paths_stay_outside() {
+    let Some((_machine, topo)) = take_lab() else {
+        return;
+    };
+    let exe = std::path::Path::new(env!("CARGO_BIN_EXE_mptun"));
+    let layout = SiteLayout {
+        allowed_ips: vec!["0.0.0.0/0".into()],
+        ..SiteLayout::all_paths(&topo)
+    };
+    let mut sites = Sites::start(exe, &topo, &layout).expect("start both sites");
+    let ns_a = topo.ns_a();
+    let ip = |args: &[&str]| {
+        let out = Command::new("ip")
+            .args(["-n", &ns_a])
+            .args(args)
+            .output()
+            .expect("ip");
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let rules = ip(&["-4", "rule"]);
+    assert!(
+        rules.contains("not from all fwmark 0xca6c lookup 51820"),
+        "{rules}"
+    );
+    assert!(
+        rules.contains("lookup main suppress_prefixlength 0"),
+        "{rules}"
+    );
+    assert!(ip(&["route", "get", "192.0.2.1"]).contains("dev mptun0"));
+    // The paths' marked packets still take the links.
+    let marked = ip(&["route", "get", &topo.addr_b(1).to_string(), "mark", "51820"]);
+    assert!(!marked.contains("mptun0"), "{marked}");
+    let pong = ping(&ns_a, mptun::lab::sites::TUNNEL_B, 10).expect("ping");
+    assert_eq!(pong.received, 10, "ping through the tunnel: {pong:?}");
+    assert!(sites
+        .status(Site::A)
+        .expect("status")
+        .paths
+        .iter()
+        .all(|p| p.up));
+    for site in [Site::A, Site::B] {
+        assert!(sites.stop(site).expect("stop").success());
+    }
+    let rules = ip(&["-4", "rule"]);
+    assert!(
+        !rules.contains("51820") && !rules.contains("suppress"),
+        "{rules}"
+    );
+    assert_eq!(ip(&["route", "show", "table", "51820"]), "");
 }
 
 /// The benchmark behind issue 2's bar, run by hand (release build, root):

@@ -54,7 +54,8 @@ struct RawInterface {
     name: Option<String>,
     mtu: Option<u32>,
     txqueuelen: Option<u32>,
-    table: Option<String>,
+    table: Option<toml::Value>,
+    fwmark: Option<u32>,
     reorder_hold_ms: Option<u64>,
     scheduler: Option<String>,
     user: Option<String>,
@@ -84,11 +85,18 @@ struct RawPath {
 /// Whether `mptun up` manages routes for the peer's allowed IPs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Table {
-    /// Add a route to the TUN device for each allowed IP (like wg-quick).
+    /// Add a route to the TUN device for each allowed IP in the main table,
+    /// and for a default route (`0.0.0.0/0`, `::/0`) one in table
+    /// [`Interface::fwmark`] with policy rules, as wg-quick does.
     Auto,
+    /// Add the routes to this table and no rules.
+    Number(u32),
     /// Add no routes; the operator routes.
     Off,
 }
+
+/// The table and mark wg-quick uses for a default route when none is set.
+pub const DEFAULT_FWMARK: u32 = 51820;
 
 /// How packets are spread over the paths.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -132,6 +140,10 @@ pub struct Interface {
     pub txqueuelen: u32,
     /// Route management.
     pub table: Table,
+    /// Mark on the paths' packets (SO_MARK), so that policy routing keeps
+    /// them out of the tunnel: `interface.fwmark`, or [`DEFAULT_FWMARK`]
+    /// when a default route goes through the tunnel.
+    pub fwmark: Option<u32>,
     /// Reorder buffer limits; `hold` is the most the adaptive hold may be.
     pub reorder: ReorderConfig,
     /// How packets are spread over the paths.
@@ -212,6 +224,18 @@ impl Config {
     /// Read and validate a config file. Relative key file paths are taken
     /// relative to the config file's folder.
     pub fn load(path: &Path) -> Result<(Config, Warnings), ConfigError> {
+        Self::load_with(path, &system_resolver)
+    }
+
+    /// [`load`](Self::load) without looking host names up, as `mptun check`
+    /// does so that it works offline.
+    pub fn load_offline(path: &Path) -> Result<(Config, Warnings), ConfigError> {
+        Self::load_with(path, &|_| {
+            Err("looked up by `mptun up`, not by `check`".into())
+        })
+    }
+
+    fn load_with(path: &Path, resolve: Resolver) -> Result<(Config, Warnings), ConfigError> {
         let file = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
             file: file.clone(),
@@ -219,7 +243,7 @@ impl Config {
             message: format!("cannot read config file: {e}"),
         })?;
         let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
-        let (config, mut warnings) = Self::parse(&text, &file, &base)?;
+        let (config, mut warnings) = Self::parse_with(&text, &file, &base, resolve)?;
         if config.secrets_inline {
             warn_if_readable(path, &mut warnings);
         }
@@ -307,16 +331,26 @@ impl Config {
                 format!("invalid interface name {name:?}: 1 to 15 characters, no '/' or spaces"),
             ));
         }
-        let table = match i.table.as_deref() {
-            None | Some("auto") => Table::Auto,
-            Some("off") => Table::Off,
+        let table = match &i.table {
+            None => Table::Auto,
+            Some(toml::Value::String(s)) if s == "auto" => Table::Auto,
+            Some(toml::Value::String(s)) if s == "off" => Table::Off,
+            Some(toml::Value::Integer(n)) if (1..=i64::from(u32::MAX)).contains(n) => {
+                Table::Number(*n as u32)
+            }
             Some(other) => {
                 return Err(err(
                     "interface.table",
-                    format!("must be \"auto\" or \"off\", not {other:?}"),
+                    format!("must be \"auto\", \"off\" or a table number, not {other}"),
                 ))
             }
         };
+        if i.fwmark == Some(0) {
+            return Err(err(
+                "interface.fwmark",
+                "must not be 0 (0 is no mark); leave it out for 51820".into(),
+            ));
+        }
         let scheduler = match i.scheduler.as_deref() {
             None | Some("adaptive") => Scheduler::Adaptive,
             Some("round-robin") => Scheduler::RoundRobin,
@@ -397,9 +431,19 @@ impl Config {
             let key = |field: &str| format!("path[{n}].{field}");
             let endpoint = match &rp.endpoint {
                 None => None,
-                Some(text) => {
-                    Some(resolve_endpoint(text, resolve).map_err(|m| err(&key("endpoint"), m))?)
-                }
+                Some(text) => match parse_endpoint(text).map_err(|m| err(&key("endpoint"), m))? {
+                    Endpoint::Address(addr) => Some(addr),
+                    Endpoint::Name => match resolve(text) {
+                        Ok(addr) => Some(addr),
+                        Err(e) => {
+                            warnings.push(format!(
+                                "{file}: {}: {e}; until it resolves the path waits and looks it up again in the background",
+                                key("endpoint")
+                            ));
+                            None
+                        }
+                    },
+                },
             };
             let bind = match &rp.bind {
                 None => None,
@@ -432,7 +476,7 @@ impl Config {
                 ));
             }
             let listen_port = rp.listen_port.unwrap_or(0);
-            if listen_port == 0 && endpoint.is_none() {
+            if listen_port == 0 && rp.endpoint.is_none() {
                 return Err(err(
                     &key("listen-port"),
                     "a path without an endpoint must have a fixed listen-port for the peer to reach".into(),
@@ -464,13 +508,16 @@ impl Config {
             });
         }
 
-        // With table = "auto", a route for a network that holds an endpoint
-        // would send the tunnel's own packets into the tunnel.
+        // With table = "auto", a route in the main table for a network that
+        // holds an endpoint would send the tunnel's own packets into the
+        // tunnel. A default route is kept from doing so by the paths' mark.
+        let default_route = allowed_ips.iter().any(|net| net.prefix_len() == 0);
         if table == Table::Auto {
             for (n, path) in paths.iter().enumerate() {
                 let Some(ep) = path.endpoint else { continue };
                 if let Some(net) = allowed_ips
                     .iter()
+                    .filter(|net| net.prefix_len() > 0)
                     .find(|net| net.contains(&ep.ip().to_canonical()))
                 {
                     return Err(err(
@@ -482,6 +529,20 @@ impl Config {
                     ));
                 }
             }
+        }
+
+        let fwmark = match i.fwmark {
+            Some(mark) => Some(mark),
+            None if table == Table::Auto && default_route => Some(DEFAULT_FWMARK),
+            None => None,
+        };
+        if table == Table::Auto && default_route && user.is_some() {
+            return Err(err(
+                "interface.user",
+                "a default route through the tunnel adds policy rules that only root can \
+                 remove at exit: run as root, or set table and route yourself"
+                    .into(),
+            ));
         }
 
         let needs_v6_min = addresses.iter().any(|a| a.addr().is_ipv6());
@@ -522,6 +583,7 @@ impl Config {
                 mtu,
                 txqueuelen,
                 table,
+                fwmark,
                 reorder,
                 scheduler,
                 user,
@@ -596,11 +658,17 @@ pub fn system_resolver(text: &str) -> Result<SocketAddr, String> {
         .ok_or_else(|| format!("cannot resolve {text:?}: no addresses"))
 }
 
-/// Parse `ip:port`, `[ipv6]:port` or `hostname:port`, looking a hostname up
-/// with `resolve`.
-fn resolve_endpoint(text: &str, resolve: Resolver) -> Result<SocketAddr, String> {
+/// What an endpoint as written is.
+enum Endpoint {
+    Address(SocketAddr),
+    /// `hostname:port`, to look up.
+    Name,
+}
+
+/// Parse `ip:port`, `[ipv6]:port` or `hostname:port`.
+fn parse_endpoint(text: &str) -> Result<Endpoint, String> {
     if let Ok(addr) = text.parse::<SocketAddr>() {
-        return Ok(addr);
+        return Ok(Endpoint::Address(addr));
     }
     if text.parse::<IpAddr>().is_ok() {
         return Err(format!("invalid socket address {text:?}: missing :port"));
@@ -615,7 +683,7 @@ fn resolve_endpoint(text: &str, resolve: Resolver) -> Result<SocketAddr, String>
             "invalid socket address {text:?}: expected host:port"
         ));
     }
-    resolve(text)
+    Ok(Endpoint::Name)
 }
 
 #[cfg(test)]

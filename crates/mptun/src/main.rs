@@ -35,7 +35,8 @@ enum Command {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
-    /// Validate a config file: exit 0, or print the file and key at fault.
+    /// Validate a config file, offline (host names are not looked up): exit
+    /// 0, or print the file and key at fault.
     Check {
         /// The config file (TOML).
         config: PathBuf,
@@ -169,7 +170,7 @@ fn pubkey() -> anyhow::Result<()> {
 }
 
 fn check(path: &std::path::Path) -> anyhow::Result<()> {
-    let (config, warnings) = Config::load(path)?;
+    let (config, warnings) = Config::load_offline(path)?;
     for w in &warnings {
         eprintln!("warning: {w}");
     }

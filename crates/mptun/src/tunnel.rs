@@ -21,7 +21,7 @@ use crate::udp::UdpPath;
 const SOCKET_BUFFER: usize = 4 << 20;
 
 /// Build the UDP socket of one path.
-fn bind_path_socket(id: PathId, path: &PathConfig) -> anyhow::Result<UdpPath> {
+fn bind_path_socket(id: PathId, path: &PathConfig, fwmark: Option<u32>) -> anyhow::Result<UdpPath> {
     let bind_ip = match (path.bind, path.endpoint) {
         (Some(ip), _) => ip,
         (None, Some(SocketAddr::V4(_))) => IpAddr::from([0u8; 4]),
@@ -40,6 +40,12 @@ fn bind_path_socket(id: PathId, path: &PathConfig) -> anyhow::Result<UdpPath> {
         socket
             .bind_device(Some(dev.as_bytes()))
             .with_context(|| format!("{id}: bind to interface {dev:?} (SO_BINDTODEVICE)"))?;
+    }
+    if let Some(mark) = fwmark {
+        // Policy routing keeps marked packets out of the tunnel.
+        socket
+            .set_mark(mark)
+            .with_context(|| format!("{id}: mark packets {mark} (SO_MARK)"))?;
     }
     set_buffer_sizes(&socket);
     socket.set_nonblocking(true)?;
@@ -147,7 +153,11 @@ impl Tunnel {
     pub async fn start(config: Config, epoch: u32) -> anyhow::Result<Tunnel> {
         let mut sockets = Vec::new();
         for (n, pc) in config.paths.iter().enumerate() {
-            sockets.push(bind_path_socket(PathId(n as u8), pc)?);
+            sockets.push(bind_path_socket(
+                PathId(n as u8),
+                pc,
+                config.interface.fwmark,
+            )?);
         }
         let mtu = tun_mtu(&config);
         match &mtu.source {

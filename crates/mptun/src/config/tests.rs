@@ -276,3 +276,64 @@ fn networks_are_parsed_as_wg_quick_takes_them() {
         );
     }
 }
+
+#[test]
+fn tables_are_auto_off_or_a_number() {
+    let with = |table: &str| valid().replace("[peer]", &format!("table = {table}\n[peer]"));
+    assert_eq!(parse(&with("\"off\"")).unwrap().interface.table, Table::Off);
+    assert_eq!(
+        parse(&with("1234")).unwrap().interface.table,
+        Table::Number(1234)
+    );
+    for bad in ["0", "-1", "\"main\"", "4294967296"] {
+        assert!(error_of(&with(bad)).contains("interface.table"), "{bad}");
+    }
+    assert!(error_of(&valid().replace("[peer]", "fwmark = 0\n[peer]")).contains("interface.fwmark"));
+}
+
+#[test]
+fn a_default_route_is_marked_out_of_the_tunnel_not_refused() {
+    let all = valid().replace(
+        "\"10.77.0.0/24\", \"192.168.20.0/24\"",
+        "\"0.0.0.0/0\", \"::/0\"",
+    );
+    let c = parse(&all).unwrap();
+    assert_eq!(c.interface.fwmark, Some(DEFAULT_FWMARK));
+    let c = parse(&all.replace("[peer]", "fwmark = 77\n[peer]")).unwrap();
+    assert_eq!(c.interface.fwmark, Some(77));
+    let c = parse(&all.replace("[peer]", "table = 1234\n[peer]")).unwrap();
+    assert_eq!(
+        c.interface.fwmark, None,
+        "a numbered table is the operator's to route"
+    );
+    assert_eq!(parse(&valid()).unwrap().interface.fwmark, None);
+    // A narrower network holding an endpoint still loops.
+    let narrow = valid().replace("192.168.20.0/24", "198.51.100.0/24");
+    assert!(error_of(&narrow).contains("would loop"));
+    // Policy rules outlive a daemon that dropped root.
+    let nobody = all.replace("[peer]", "user = \"nobody\"\n[peer]");
+    assert!(error_of(&nobody).contains("interface.user: a default route"));
+}
+
+#[test]
+fn a_name_that_does_not_resolve_yet_waits_in_the_background() {
+    let text = valid().replace("198.51.100.2:51821", "gw.example.net:51821");
+    let (c, warnings) = Config::parse_with(&text, "site-a.toml", Path::new("/x"), &|_| {
+        Err("cannot resolve \"gw.example.net:51821\": no network".into())
+    })
+    .unwrap();
+    assert_eq!(c.paths[1].endpoint, None);
+    assert_eq!(
+        c.paths[1].endpoint_name.as_deref(),
+        Some("gw.example.net:51821")
+    );
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("path[1].endpoint") && w.contains("background")),
+        "{warnings:?}"
+    );
+    // A malformed one is still an error.
+    let bad = valid().replace("198.51.100.2:51821", "gw.example.net:port");
+    assert!(error_of(&bad).contains("path[1].endpoint"));
+}

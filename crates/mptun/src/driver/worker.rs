@@ -90,6 +90,10 @@ impl<S: PathSocket> PathWorker<S> {
         // Start the handshake at once rather than on the first packet, so
         // the path is up before traffic arrives.
         let mut scratch = vec![0u8; 2048];
+        if state.endpoint.is_none() {
+            // A name that did not resolve when the config was read.
+            self.reresolve(&mut state).await;
+        }
         self.session
             .initiate(&mut scratch, |d| state.replies.push(d.to_vec()));
         self.send_replies(&mut state, None).await;
