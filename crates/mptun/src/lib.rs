@@ -13,6 +13,7 @@ pub mod mtu;
 pub mod net;
 pub mod privileges;
 pub mod status;
+pub mod systemd;
 pub mod tun;
 pub mod tunnel;
 pub mod udp;

@@ -189,11 +189,23 @@ fn check(path: &std::path::Path) -> anyhow::Result<()> {
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("MPTUN_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+        .with_writer(std::io::stderr);
+    if mptun::systemd::logging_to_journal() {
+        // The journal stamps each line; the prefix gives its priority.
+        let format = tracing_subscriber::fmt::format()
+            .without_time()
+            .with_ansi(false);
+        builder
+            .with_ansi(false)
+            .event_format(mptun::systemd::SyslogPriority(format))
+            .init();
+    } else {
+        builder
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init();
+    }
 }
 
 fn up(path: &std::path::Path) -> anyhow::Result<()> {
@@ -212,11 +224,15 @@ fn up(path: &std::path::Path) -> anyhow::Result<()> {
         let paths = config.paths.len();
         let mut tunnel = Tunnel::start(config, epoch).await?;
         info!(interface = %name, paths, "tunnel up; SIGINT or SIGTERM to stop");
+        mptun::systemd::notify(&format!(
+            "READY=1\nSTATUS=tunnel {name} up, {paths} path(s)"
+        ));
         let failure = tokio::select! {
             _ = terminate.recv() => { info!("SIGTERM: shutting down"); None }
             _ = interrupt.recv() => { info!("SIGINT: shutting down"); None }
             e = tunnel.failed() => Some(e),
         };
+        mptun::systemd::notify("STOPPING=1");
         tunnel.shutdown().await;
         match failure {
             Some(e) => Err(e.context("the tunnel failed; it was taken down")),
