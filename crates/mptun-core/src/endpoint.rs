@@ -208,6 +208,27 @@ impl Endpoint {
 
     // Inputs.
 
+    /// Start `path` afresh (a path whose socket or peer address changed),
+    /// or add it if it is one past the last (a path added to the config);
+    /// it carries nothing until [`set_session`](Self::set_session) says its
+    /// session is up. Its counters are kept. Return whether `path` was
+    /// either.
+    pub fn open_path(&mut self, path: PathId) -> bool {
+        if !self.paths.open(path) {
+            return false;
+        }
+        let n = self.paths.len();
+        self.outgoing.resize_with(n, VecDeque::new);
+        self.path_stats.resize(n, PathStats::default());
+        self.scheduler.resize(n);
+        true
+    }
+
+    /// Spread data by `policy` from now on (weights changed by a reload).
+    pub fn set_policy(&mut self, policy: Policy) {
+        self.scheduler.set_policy(policy);
+    }
+
     /// Tell whether `path`'s WireGuard session is established.
     pub fn set_session(&mut self, now: Instant, path: PathId, established: bool) {
         self.paths.set_session(now, path, established);

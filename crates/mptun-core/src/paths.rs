@@ -24,6 +24,7 @@ use crate::path::{
 };
 use crate::seq::Seq;
 use crate::wire::Probe;
+use crate::MAX_PATHS;
 
 /// Loss above which a path is set aside while another is clean. Repairs
 /// hide a path's losses from the inner flow, at the cost of a round trip's
@@ -71,6 +72,21 @@ impl PathTable {
 
     pub fn len(&self) -> usize {
         self.paths.len()
+    }
+
+    /// Start `path` afresh, with no session and nothing measured; one past
+    /// the last adds a path. Return whether `path` was one of those.
+    pub fn open(&mut self, path: PathId) -> bool {
+        let i = path.index();
+        if i > self.paths.len() || i >= MAX_PATHS {
+            return false;
+        }
+        if i == self.paths.len() {
+            self.paths.push(Path::default());
+        } else {
+            self.paths[i] = Path::default();
+        }
+        true
     }
 
     pub fn get(&self, path: PathId) -> Option<&Path> {

@@ -51,6 +51,17 @@ impl Scheduler {
         }
     }
 
+    /// Spread by `policy` from now on; what the caps measured so far is
+    /// kept.
+    pub fn set_policy(&mut self, policy: Policy) {
+        self.policy = policy;
+    }
+
+    /// Make room for `paths` paths.
+    pub fn resize(&mut self, paths: usize) {
+        self.shares.resize(paths, 0.0);
+    }
+
     /// Pick the path among `candidates` for a packet of `len` bytes at
     /// `now`.
     pub fn pick(

@@ -83,6 +83,13 @@ enum Command {
         #[arg(long, requires = "sweep")]
         dry_run: bool,
     },
+    /// Re-read a running tunnel's config, as SIGHUP does: paths added,
+    /// removed or changed, weights and keepalive, without stopping the
+    /// other paths; other changes are refused and the config in force stays.
+    Reload {
+        /// Interface name; may be left out when one tunnel is running.
+        interface: Option<String>,
+    },
     /// Show what each path of a running tunnel is doing, like `wg show`.
     Show {
         /// Interface name; may be left out when one tunnel is running.
@@ -103,6 +110,7 @@ fn main() -> ExitCode {
         Command::Check { config } => check(&config),
         Command::Up { config } => up(&config),
         Command::Show { interface, json } => show(interface.as_deref(), json),
+        Command::Reload { interface } => reload(interface.as_deref()),
         Command::Lab {
             json,
             plot,
@@ -220,17 +228,35 @@ fn up(path: &std::path::Path) -> anyhow::Result<()> {
         use tokio::signal::unix::{signal, SignalKind};
         let mut terminate = signal(SignalKind::terminate()).context("install SIGTERM handler")?;
         let mut interrupt = signal(SignalKind::interrupt()).context("install SIGINT handler")?;
+        let mut hangup = signal(SignalKind::hangup()).context("install SIGHUP handler")?;
         let name = config.interface.name.clone();
         let paths = config.paths.len();
         let mut tunnel = Tunnel::start(config, epoch).await?;
-        info!(interface = %name, paths, "tunnel up; SIGINT or SIGTERM to stop");
+        info!(interface = %name, paths, "tunnel up; SIGHUP to reload, SIGINT or SIGTERM to stop");
         mptun::systemd::notify(&format!(
             "READY=1\nSTATUS=tunnel {name} up, {paths} path(s)"
         ));
-        let failure = tokio::select! {
-            _ = terminate.recv() => { info!("SIGTERM: shutting down"); None }
-            _ = interrupt.recv() => { info!("SIGINT: shutting down"); None }
-            e = tunnel.failed() => Some(e),
+        let failure = loop {
+            tokio::select! {
+                _ = terminate.recv() => { info!("SIGTERM: shutting down"); break None }
+                _ = interrupt.recv() => { info!("SIGINT: shutting down"); break None }
+                _ = hangup.recv() => {
+                    info!(config = %path.display(), "SIGHUP: reloading");
+                    mptun::systemd::notify("RELOADING=1");
+                    let loaded = Config::load(path).map_err(anyhow::Error::from).map(|(c, w)| {
+                        for w in &w {
+                            warn!("{w}");
+                        }
+                        c
+                    });
+                    match tunnel.reload(loaded).await {
+                        Ok(summary) => info!(%summary, "reloaded"),
+                        Err(e) => warn!(error = %format!("{e:#}"), "reload refused"),
+                    }
+                    mptun::systemd::notify("READY=1");
+                }
+                e = tunnel.failed() => break Some(e),
+            }
         };
         mptun::systemd::notify("STOPPING=1");
         tunnel.shutdown().await;
@@ -239,6 +265,42 @@ fn up(path: &std::path::Path) -> anyhow::Result<()> {
             None => anyhow::Ok(()),
         }
     })
+}
+
+/// Ask a running tunnel to re-read its config (SIGHUP) and wait for what
+/// came of it.
+fn reload(interface: Option<&str>) -> anyhow::Result<()> {
+    let before = mptun::status::fetch(interface)?;
+    if before.pid == 0 {
+        anyhow::bail!(
+            "{} runs a release of mptun that cannot reload",
+            before.interface
+        );
+    }
+    // SAFETY: kill takes plain integers.
+    if unsafe { libc::kill(before.pid as libc::pid_t, libc::SIGHUP) } != 0 {
+        return Err(std::io::Error::last_os_error())
+            .with_context(|| format!("signal mptun (pid {})", before.pid));
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let now = mptun::status::fetch(Some(&before.interface))?;
+        if now.reloads.count > before.reloads.count {
+            return match now.reloads.last_error {
+                Some(e) => Err(anyhow::anyhow!("{}: reload refused: {e}", now.interface)),
+                None => {
+                    println!(
+                        "{}: reloaded: {}",
+                        now.interface,
+                        now.reloads.last_summary.unwrap_or_default()
+                    );
+                    Ok(())
+                }
+            };
+        }
+    }
+    anyhow::bail!("{} did not answer the reload within 60 s", before.interface)
 }
 
 fn show(interface: Option<&str>, json: bool) -> anyhow::Result<()> {

@@ -125,7 +125,15 @@ fn running_interfaces() -> Vec<String> {
 /// Everything `mptun show` reports.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Status {
+    /// Version of this layout: raised when a field changes meaning or goes.
+    #[serde(default)]
+    pub schema: u32,
     pub interface: String,
+    /// The daemon's process id.
+    #[serde(default)]
+    pub pid: u32,
+    #[serde(default)]
+    pub reloads: Reloads,
     pub public_key: String,
     pub peer_public_key: String,
     pub mtu: u16,
@@ -137,6 +145,20 @@ pub struct Status {
     pub tun: TunStatus,
     pub reorder: ReorderStatus,
     pub paths: Vec<PathStatus>,
+}
+
+/// The layout of [`Status`] this build writes.
+pub const SCHEMA: u32 = 1;
+
+/// What came of the reloads asked of the daemon (SIGHUP).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Reloads {
+    /// Reloads tried.
+    pub count: u64,
+    /// What the last one changed, if it was taken.
+    pub last_summary: Option<String>,
+    /// Why the last one was refused or failed, if it was.
+    pub last_error: Option<String>,
 }
 
 /// TUN side counters.
@@ -289,6 +311,7 @@ impl StatusServer {
     pub fn start(
         name: &str,
         requests: mpsc::Sender<StatusRequest>,
+        reloads: std::sync::Arc<std::sync::Mutex<Reloads>>,
     ) -> anyhow::Result<StatusServer> {
         check_socket_dir()?;
         let path = socket_path(name)?;
@@ -315,9 +338,12 @@ impl StatusServer {
                 if requests.send(reply).await.is_err() {
                     break;
                 }
-                let Ok(status) = answer.await else {
+                let Ok(mut status) = answer.await else {
                     break;
                 };
+                status.schema = SCHEMA;
+                status.pid = std::process::id();
+                status.reloads = reloads.lock().unwrap_or_else(|p| p.into_inner()).clone();
                 match serde_json::to_vec(&status) {
                     Ok(bytes) => {
                         let _ = stream.write_all(&bytes).await;

@@ -3,11 +3,11 @@
 
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use mptun_core::PathId;
 use socket2::{Domain, Protocol, Socket, Type};
-use tokio::task::JoinSet;
 use tracing::{debug, info, warn};
 
 use crate::config::{Config, PathConfig};
@@ -140,11 +140,58 @@ fn create_tun(config: &Config, mtu: u16) -> anyhow::Result<Tun> {
     Ok(tun)
 }
 
+/// How long a reload waits for a restarted path's handshake before it
+/// restarts the next one.
+const RESTART_WAIT: Duration = Duration::from_secs(5);
+
+/// Return whether two configs of a path use the same socket and peer
+/// address, so that the path can keep running.
+fn same_socket(a: &PathConfig, b: &PathConfig) -> bool {
+    a.listen_port == b.listen_port
+        && a.endpoint == b.endpoint
+        && a.endpoint_name == b.endpoint_name
+        && a.bind == b.bind
+        && a.bind_interface == b.bind_interface
+}
+
+/// Return the keys that differ between `old` and `new` and cannot change
+/// while the tunnel runs.
+fn fixed_changes(old: &Config, new: &Config) -> Vec<&'static str> {
+    let (i, j) = (&old.interface, &new.interface);
+    let (p, q) = (&old.peer, &new.peer);
+    let psk = |c: &Config| c.peer.preshared_key.as_ref().map(|k| *k.bytes());
+    [
+        (
+            i.private_key.bytes() != j.private_key.bytes(),
+            "interface.private-key",
+        ),
+        (i.addresses != j.addresses, "interface.address"),
+        (i.name != j.name, "interface.name"),
+        (i.mtu != j.mtu, "interface.mtu"),
+        (i.txqueuelen != j.txqueuelen, "interface.txqueuelen"),
+        (i.table != j.table, "interface.table"),
+        (i.fwmark != j.fwmark, "interface.fwmark"),
+        (i.reorder != j.reorder, "interface.reorder-hold-ms"),
+        (i.scheduler != j.scheduler, "interface.scheduler"),
+        (i.user != j.user, "interface.user"),
+        (p.public_key != q.public_key, "peer.public-key"),
+        (psk(old) != psk(new), "peer.preshared-key"),
+        (p.allowed_ips != q.allowed_ips, "peer.allowed-ips"),
+    ]
+    .into_iter()
+    .filter_map(|(differs, key)| differs.then_some(key))
+    .collect()
+}
+
 /// A running tunnel: [`shutdown`](Self::shutdown) it to tear down.
 pub struct Tunnel {
-    tasks: JoinSet<anyhow::Result<()>>,
+    driver: Driver,
+    /// The config in force: the last one loaded, or reloaded.
+    config: Arc<Config>,
     routes: crate::net::Routes,
     status: Option<crate::status::StatusServer>,
+    /// What came of reloads, for `mptun show` and `mptun reload`.
+    reloads: Arc<std::sync::Mutex<crate::status::Reloads>>,
     name: String,
 }
 
@@ -172,8 +219,14 @@ impl Tunnel {
         let mut routes = crate::net::Routes::add(&config)?;
         let name = config.interface.name.clone();
         let user = config.interface.user.clone();
-        let driver = Driver::spawn(Arc::new(config), epoch, tun, mtu, sockets)?;
-        let status = match crate::status::StatusServer::start(&name, driver.status.clone()) {
+        let config = Arc::new(config);
+        let driver = Driver::spawn(config.clone(), epoch, tun, mtu, sockets)?;
+        let reloads = Arc::default();
+        let status = match crate::status::StatusServer::start(
+            &name,
+            driver.status.clone(),
+            Arc::clone(&reloads),
+        ) {
             Ok(server) => Some(server),
             Err(e) => {
                 warn!(error = %format!("{e:#}"), "`mptun show` will not work");
@@ -190,9 +243,11 @@ impl Tunnel {
             info!(user = %user.name, uid = user.uid, "running as an unprivileged user, with no capabilities");
         }
         Ok(Tunnel {
-            tasks: driver.tasks,
+            driver,
+            config,
             routes,
             status,
+            reloads,
             name,
         })
     }
@@ -200,20 +255,144 @@ impl Tunnel {
     /// Wait until one of the tunnel's tasks ends, which it does only when
     /// something failed for good; return what.
     pub async fn failed(&mut self) -> anyhow::Error {
-        match self.tasks.join_next().await {
-            Some(Ok(Ok(()))) => anyhow::anyhow!("a task of the tunnel stopped"),
-            Some(Ok(Err(e))) => e,
-            Some(Err(e)) => anyhow::Error::new(e).context("a task of the tunnel died"),
-            None => anyhow::anyhow!("the tunnel has no tasks"),
+        loop {
+            return match self.driver.tasks.join_next().await {
+                // A path's worker a reload stopped.
+                Some(Err(e)) if e.is_cancelled() => continue,
+                Some(Ok(Ok(()))) => anyhow::anyhow!("a task of the tunnel stopped"),
+                Some(Ok(Err(e))) => e,
+                Some(Err(e)) => anyhow::Error::new(e).context("a task of the tunnel died"),
+                None => anyhow::anyhow!("the tunnel has no tasks"),
+            };
         }
+    }
+
+    /// Take a reloaded config without stopping the paths it leaves alone:
+    /// paths past the last are retired, new ones added, changed ones (or
+    /// all, when the keepalive changed) restarted one at a time, each given
+    /// up to [`RESTART_WAIT`] to come back before the next; weights apply at
+    /// once. A config that changes what cannot change live is refused and
+    /// the one in force stays. Return what changed.
+    pub async fn reload(&mut self, new: anyhow::Result<Config>) -> anyhow::Result<String> {
+        let outcome = match new {
+            Ok(config) => self.apply(config).await,
+            Err(e) => Err(e),
+        };
+        let mut reloads = self.reloads.lock().unwrap_or_else(|p| p.into_inner());
+        reloads.count += 1;
+        match &outcome {
+            Ok(summary) => {
+                reloads.last_summary = Some(summary.clone());
+                reloads.last_error = None;
+            }
+            Err(e) => reloads.last_error = Some(format!("{e:#}")),
+        }
+        outcome
+    }
+
+    async fn apply(&mut self, new: Config) -> anyhow::Result<String> {
+        let old = self.config.clone();
+        let fixed = fixed_changes(&old, &new);
+        if !fixed.is_empty() {
+            anyhow::bail!(
+                "{} cannot change while the tunnel runs (restart it for that); the config in force stays",
+                fixed.join(", ")
+            );
+        }
+        let keepalive_changed = old.peer.persistent_keepalive != new.peer.persistent_keepalive;
+        let kept = old.paths.len().min(new.paths.len());
+        let changed: Vec<usize> = (0..kept)
+            .filter(|&n| keepalive_changed || !same_socket(&old.paths[n], &new.paths[n]))
+            .collect();
+        let new = Arc::new(new);
+        // Bind the added paths first: if one cannot be, nothing changes.
+        let mut added = Vec::new();
+        for n in old.paths.len()..new.paths.len() {
+            added.push(bind_path_socket(
+                PathId(n as u8),
+                &new.paths[n],
+                new.interface.fwmark,
+            )?);
+        }
+        for n in new.paths.len()..old.paths.len() {
+            self.driver.stop_path(PathId(n as u8)).await;
+            info!(path = %PathId(n as u8), "path removed");
+        }
+        self.driver.set_session_config(&new);
+        for &n in &changed {
+            let id = PathId(n as u8);
+            self.driver.stop_path(id).await;
+            let socket = bind_path_socket(id, &new.paths[n], new.interface.fwmark)?;
+            let opened = self.driver.start_path(id, socket, &new.paths[n])?;
+            let info = opened.2.clone();
+            self.driver.reconfigure(new.clone(), vec![opened]).await;
+            info!(path = %id, "path restarted with its new settings");
+            let deadline = tokio::time::Instant::now() + RESTART_WAIT;
+            while info.handshake().0.is_none() && tokio::time::Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+        let mut opened = Vec::new();
+        for (socket, n) in added.into_iter().zip(old.paths.len()..) {
+            opened.push(
+                self.driver
+                    .start_path(PathId(n as u8), socket, &new.paths[n])?,
+            );
+            info!(path = %PathId(n as u8), "path added");
+        }
+        self.driver.reconfigure(new.clone(), opened).await;
+        let summary = format!(
+            "{} path(s): {} added, {} removed, {} restarted",
+            new.paths.len(),
+            new.paths.len().saturating_sub(old.paths.len()),
+            old.paths.len().saturating_sub(new.paths.len()),
+            changed.len()
+        );
+        self.config = new;
+        Ok(summary)
     }
 
     /// Stop every task, remove the routes, and close the TUN device (which
     /// deletes it).
     pub async fn shutdown(mut self) {
         self.status = None;
-        self.tasks.shutdown().await;
+        self.driver.tasks.shutdown().await;
         self.routes.remove();
         info!(interface = %self.name, "tunnel down");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(extra_interface: &str, keepalive: u16, paths: &[u16]) -> Config {
+        let mut text = format!(
+            "[interface]\nprivate-key = \"dwdtCnMYpX08FsFyUbJmRd9ML4frwJkqsXf7pR25LCo=\"\n\
+             address = [\"10.77.0.1/24\"]\n{extra_interface}\n\
+             [peer]\npublic-key = \"hSDwCYkwp1R0i33ctD73Wg2/Og0mOBr066SpjqqbTmo=\"\n\
+             allowed-ips = [\"10.77.0.0/24\"]\npersistent-keepalive = {keepalive}\n"
+        );
+        for port in paths {
+            text.push_str(&format!(
+                "[[path]]\nlisten-port = {port}\nendpoint = \"192.0.2.1:{port}\"\n"
+            ));
+        }
+        Config::parse(&text, "t.toml", std::path::Path::new("/x"))
+            .unwrap()
+            .0
+    }
+
+    #[test]
+    fn only_paths_weights_and_keepalive_change_live() {
+        let old = config("", 10, &[5000, 5001]);
+        assert!(fixed_changes(&old, &config("", 25, &[5000, 5001, 5002])).is_empty());
+        assert_eq!(
+            fixed_changes(&old, &config("mtu = 1300\ntable = \"off\"", 10, &[5000])),
+            ["interface.mtu", "interface.table"]
+        );
+        let moved = config("", 10, &[5000, 5009]);
+        assert!(same_socket(&old.paths[0], &moved.paths[0]));
+        assert!(!same_socket(&old.paths[1], &moved.paths[1]));
     }
 }

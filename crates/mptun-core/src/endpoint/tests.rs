@@ -784,3 +784,44 @@ fn what_is_not_for_the_tunnel_is_refused_and_counted() {
     assert!(out.is_empty());
     assert_eq!(a.poll_transmit(&mut out), None);
 }
+
+#[test]
+fn a_path_added_live_carries_data_once_its_session_is_up() {
+    let mut pair = Pair::new(&[5, 5]);
+    pair.carry_data = true;
+    pair.run_busy(0, 500);
+    // Both sides add a third path (a reload of both configs).
+    assert!(pair.a.open_path(PathId(2)));
+    assert!(pair.b.open_path(PathId(2)));
+    assert!(
+        !pair.a.open_path(PathId(4)),
+        "paths are added one past the last"
+    );
+    pair.delays.push(Some(5 * MS));
+    pair.cut_to_b.push(false);
+    pair.run_busy(500, 700);
+    assert_eq!(pair.a.path_count(), 3);
+    assert!(
+        pair.sent[pair.sent.len() - 500..]
+            .iter()
+            .all(|(p, _)| *p != PathId(2)),
+        "no data before the session is up"
+    );
+    let now = pair.at(700);
+    pair.a.set_session(now, PathId(2), true);
+    pair.b.set_session(now, PathId(2), true);
+    let before = pair.sent.len();
+    pair.run_busy(700, 1500);
+    let on_new = pair.sent[before..]
+        .iter()
+        .filter(|(p, _)| *p == PathId(2))
+        .count();
+    let share = on_new as f64 / (pair.sent.len() - before) as f64;
+    assert!(
+        share > 0.2,
+        "the new path carried {share:.2} of the packets"
+    );
+    // Delivered in order, nothing lost to the change.
+    let skipped = pair.b.reorder_stats().skipped_timeout + pair.b.reorder_stats().skipped_loss;
+    assert_eq!(skipped, 0, "{:?}", pair.b.reorder_stats());
+}

@@ -9,7 +9,7 @@ use tokio::sync::mpsc;
 use tracing::{info, warn};
 
 use super::shared::{
-    buf_capacity, now, PathInfo, ToEndpoint, ToPath, TunCounters, HEADROOM, TUN_BATCH,
+    buf_capacity, now, PathInfo, Reconfigure, ToEndpoint, ToPath, TunCounters, HEADROOM, TUN_BATCH,
 };
 use crate::config::Config;
 use crate::io::TunDevice;
@@ -32,10 +32,11 @@ pub(super) struct EndpointTask<T> {
     pub endpoint: Endpoint,
     pub mtu: TunMtu,
     pub tun: T,
-    pub paths: Arc<Vec<PathInfo>>,
+    pub paths: Vec<Arc<PathInfo>>,
     pub to_paths: Vec<mpsc::Sender<ToPath>>,
     pub from_paths: mpsc::Receiver<ToEndpoint>,
     pub status: mpsc::Receiver<StatusRequest>,
+    pub reconfigure: mpsc::Receiver<Reconfigure>,
     pub started: Instant,
 }
 
@@ -89,6 +90,7 @@ impl<T: TunDevice> EndpointTask<T> {
                 Some(request) = self.status.recv() => {
                     let _ = request.send(self.status(&state.counters));
                 }
+                Some(change) = self.reconfigure.recv() => self.apply(change),
             }
             self.flush_transmits(&mut state);
             self.endpoint.poll_deliver(&mut state.delivered);
@@ -119,6 +121,33 @@ impl<T: TunDevice> EndpointTask<T> {
                 state.spare_batches.push(bufs);
             }
         }
+    }
+
+    /// Take a reloaded config: retire the paths past its last, start afresh
+    /// those given new workers, spread by its weights.
+    fn apply(&mut self, change: Reconfigure) {
+        let now = now();
+        for i in change.config.paths.len()..self.config.paths.len() {
+            self.endpoint.set_session(now, PathId(i as u8), false);
+        }
+        for (id, to_path, info) in change.opened {
+            self.endpoint.set_session(now, id, false);
+            if !self.endpoint.open_path(id) {
+                warn!(path = %id, "path not added: paths are added one past the last");
+                continue;
+            }
+            let i = id.index();
+            if i < self.to_paths.len() {
+                self.to_paths[i] = to_path;
+                self.paths[i] = info;
+            } else {
+                self.to_paths.push(to_path);
+                self.paths.push(info);
+            }
+        }
+        self.endpoint
+            .set_policy(super::scheduling_policy(&change.config));
+        self.config = change.config;
     }
 
     /// A TUN read failed: wait a little and carry on, unless it has failed
@@ -206,6 +235,10 @@ impl<T: TunDevice> EndpointTask<T> {
         let config = &self.config;
         let stats = self.endpoint.stats();
         Status {
+            // The status server fills these in.
+            schema: 0,
+            pid: 0,
+            reloads: Default::default(),
             interface: config.interface.name.clone(),
             public_key: mptun_wg::keys::encode_key(&mptun_wg::keys::public_key(
                 config.interface.private_key.bytes(),
@@ -235,6 +268,7 @@ impl<T: TunDevice> EndpointTask<T> {
             paths: self
                 .paths
                 .iter()
+                .take(config.paths.len())
                 .map(|p| self.path_status(p, now))
                 .collect(),
         }
@@ -320,11 +354,11 @@ async fn sleep_until(deadline: Option<Instant>) {
 }
 
 /// Log a path's change of state, once.
-fn log_path_event(paths: &[PathInfo], event: PathEvent) {
+fn log_path_event(paths: &[Arc<PathInfo>], event: PathEvent) {
     let path = event.path;
     let endpoint = paths
         .get(path.index())
-        .and_then(PathInfo::endpoint)
+        .and_then(|p| p.endpoint())
         .map(|e| e.to_string())
         .unwrap_or_default();
     match event.change {

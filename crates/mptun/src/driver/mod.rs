@@ -44,22 +44,23 @@ use std::sync::Arc;
 use anyhow::Context;
 use mptun_core::{Endpoint, EndpointConfig, PathId, Policy};
 use mptun_wg::{PathSession, SessionConfig};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 use tracing::info;
 
-use crate::config::{Config, Scheduler};
+use crate::config::{Config, PathConfig, Scheduler};
 use crate::io::{PathSocket, TunDevice};
 use crate::mtu::TunMtu;
 use crate::status::StatusRequest;
 use endpoint_task::EndpointTask;
 use shared::{buf_capacity, ENDPOINT_QUEUE, PATH_QUEUE};
 pub(crate) use shared::{now, PathInfo};
+use shared::{Reconfigure, ToEndpoint, ToPath};
 use worker::PathWorker;
 
 /// Choose the scheduler from the config: adaptive unless round-robin is
 /// asked for; configured weights are caps (adaptive) or shares (round-robin).
-fn scheduling_policy(config: &Config) -> Policy {
+pub(crate) fn scheduling_policy(config: &Config) -> Policy {
     let weights: Vec<u32> = config.paths.iter().map(|p| p.weight.unwrap_or(1)).collect();
     let any_weight = config.paths.iter().any(|p| p.weight.is_some());
     match config.interface.scheduler {
@@ -81,11 +82,27 @@ fn endpoint_config(config: &Config, epoch: u32, mtu: u16) -> EndpointConfig {
 /// The driver's tasks, running.
 pub(crate) struct Driver {
     /// The endpoint task and one worker per path. None ends unless it
-    /// failed for good.
+    /// failed for good, or a reload stopped it (a cancelled worker).
     pub tasks: JoinSet<anyhow::Result<()>>,
     /// Where the status server asks for snapshots.
     pub status: mpsc::Sender<StatusRequest>,
+    reconfigure: mpsc::Sender<Reconfigure>,
+    to_endpoint: mpsc::Sender<ToEndpoint>,
+    /// Each path's worker, to stop it.
+    workers: Vec<Option<WorkerHandle>>,
+    session_config: SessionConfig,
+    buf_capacity: usize,
 }
+
+/// A running worker: stop it with [`Driver::stop_path`].
+struct WorkerHandle {
+    abort: tokio::task::AbortHandle,
+    /// Closed once the worker and its socket are dropped.
+    stopped: oneshot::Receiver<()>,
+}
+
+/// A worker just started: what the endpoint task needs to use it.
+pub(crate) type Opened = (PathId, mpsc::Sender<ToPath>, Arc<PathInfo>);
 
 impl Driver {
     /// Start the endpoint task and one worker per path over `tun` and
@@ -97,63 +114,106 @@ impl Driver {
         mtu: TunMtu,
         sockets: Vec<S>,
     ) -> anyhow::Result<Driver> {
-        let session_config = SessionConfig {
-            private_key: config.interface.private_key.clone(),
-            peer_public_key: config.peer.public_key,
-            preshared_key: config.peer.preshared_key.clone(),
-            persistent_keepalive: config.peer.persistent_keepalive,
-        };
-        let mut infos = Vec::new();
-        for (n, (socket, pc)) in sockets.iter().zip(&config.paths).enumerate() {
-            let id = PathId(n as u8);
-            let local = socket
-                .local_addr()
-                .with_context(|| format!("{id}: local address"))?;
-            match pc.endpoint {
-                Some(endpoint) => info!(path = %id, %local, %endpoint, "listening"),
-                None => info!(path = %id, %local, "listening; waiting for the peer to connect"),
-            }
-            infos.push(PathInfo::new(id, local, pc.endpoint));
-        }
-        let paths = Arc::new(infos);
-        let (to_paths, path_queues): (Vec<_>, Vec<_>) = (0..sockets.len())
-            .map(|_| mpsc::channel(PATH_QUEUE))
-            .unzip();
         let (to_endpoint, from_paths) = mpsc::channel(ENDPOINT_QUEUE);
         let (status_tx, status_rx) = mpsc::channel(4);
-        let now = now();
-        let mut tasks = JoinSet::new();
-        let buf_capacity = buf_capacity(mtu.mtu);
-        for (n, (socket, from_endpoint)) in sockets.into_iter().zip(path_queues).enumerate() {
-            let worker = PathWorker {
-                id: PathId(n as u8),
-                session: PathSession::new(&session_config, n as u8),
-                socket,
-                paths: paths.clone(),
-                from_endpoint,
-                to_endpoint: to_endpoint.clone(),
-                buf_capacity,
-                endpoint_name: config.paths[n].endpoint_name.clone(),
-            };
-            tasks.spawn(worker.run());
+        let (reconfigure_tx, reconfigure_rx) = mpsc::channel(4);
+        let mut driver = Driver {
+            tasks: JoinSet::new(),
+            status: status_tx,
+            reconfigure: reconfigure_tx,
+            to_endpoint,
+            workers: Vec::new(),
+            session_config: session_config(&config),
+            buf_capacity: buf_capacity(mtu.mtu),
+        };
+        let mut to_paths = Vec::new();
+        let mut infos = Vec::new();
+        for (n, (socket, pc)) in sockets.into_iter().zip(&config.paths).enumerate() {
+            let (_, to_path, info) = driver.start_path(PathId(n as u8), socket, pc)?;
+            to_paths.push(to_path);
+            infos.push(info);
         }
-        drop(to_endpoint);
+        let now = now();
         let task = EndpointTask {
             endpoint: Endpoint::new(now, endpoint_config(&config, epoch, mtu.mtu)),
             config,
             tun,
             mtu,
-            paths: paths.clone(),
+            paths: infos,
             to_paths,
             from_paths,
             status: status_rx,
+            reconfigure: reconfigure_rx,
             started: now,
         };
-        tasks.spawn(task.run());
-        Ok(Driver {
-            tasks,
-            status: status_tx,
-        })
+        driver.tasks.spawn(task.run());
+        Ok(driver)
+    }
+
+    /// Start a worker for path `id` on `socket`; the endpoint task uses it
+    /// once told by [`reconfigure`](Self::reconfigure) (at spawn, at once).
+    pub fn start_path<S: PathSocket>(
+        &mut self,
+        id: PathId,
+        socket: S,
+        pc: &PathConfig,
+    ) -> anyhow::Result<Opened> {
+        let local = socket
+            .local_addr()
+            .with_context(|| format!("{id}: local address"))?;
+        match pc.endpoint {
+            Some(endpoint) => info!(path = %id, %local, %endpoint, "listening"),
+            None => info!(path = %id, %local, "listening; waiting for the peer to connect"),
+        }
+        let info = Arc::new(PathInfo::new(id, local, pc.endpoint));
+        let (to_path, from_endpoint) = mpsc::channel(PATH_QUEUE);
+        let (stopped_tx, stopped) = oneshot::channel();
+        let worker = PathWorker {
+            id,
+            session: PathSession::new(&self.session_config, id.0),
+            socket,
+            info: info.clone(),
+            from_endpoint,
+            to_endpoint: self.to_endpoint.clone(),
+            buf_capacity: self.buf_capacity,
+            endpoint_name: pc.endpoint_name.clone(),
+            _stopped: stopped_tx,
+        };
+        let abort = self.tasks.spawn(worker.run());
+        let i = id.index();
+        if self.workers.len() <= i {
+            self.workers.resize_with(i + 1, || None);
+        }
+        self.workers[i] = Some(WorkerHandle { abort, stopped });
+        Ok((id, to_path, info))
+    }
+
+    /// Stop path `id`'s worker and wait until its socket is closed.
+    pub async fn stop_path(&mut self, id: PathId) {
+        if let Some(worker) = self.workers.get_mut(id.index()).and_then(Option::take) {
+            worker.abort.abort();
+            let _ = worker.stopped.await;
+        }
+    }
+
+    /// Hand the endpoint task a reloaded config and the workers started for
+    /// it.
+    pub async fn reconfigure(&self, config: Arc<Config>, opened: Vec<Opened>) {
+        let _ = self.reconfigure.send(Reconfigure { config, opened }).await;
+    }
+
+    /// The sessions' settings for a config (the same on every path).
+    pub fn set_session_config(&mut self, config: &Config) {
+        self.session_config = session_config(config);
+    }
+}
+
+fn session_config(config: &Config) -> SessionConfig {
+    SessionConfig {
+        private_key: config.interface.private_key.clone(),
+        peer_public_key: config.peer.public_key,
+        preshared_key: config.peer.preshared_key.clone(),
+        persistent_keepalive: config.peer.persistent_keepalive,
     }
 }
 

@@ -3,11 +3,12 @@
 //! the sizes of batches and buffers.
 
 use std::net::{IpAddr, SocketAddr};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use mptun_core::{PacketBuf, PathId};
 
+use crate::config::Config;
 use crate::counters::PathCounters;
 
 /// Packets read from the TUN device in one go: what one offloaded read of
@@ -82,6 +83,15 @@ pub(crate) enum ToPath {
     Send(Vec<PacketBuf>),
     /// Start a fresh WireGuard handshake.
     Rehandshake,
+}
+
+/// From the tunnel to the endpoint task: the config changed (a reload).
+/// Paths past the new config's last are retired (their workers are gone).
+pub(crate) struct Reconfigure {
+    pub config: Arc<Config>,
+    /// Paths given a new worker, added or changed in place: the queue to
+    /// it and what it publishes.
+    pub opened: Vec<(PathId, tokio::sync::mpsc::Sender<ToPath>, Arc<PathInfo>)>,
 }
 
 /// From a path's worker to the endpoint task.

@@ -39,13 +39,16 @@ pub(super) struct PathWorker<S> {
     pub id: PathId,
     pub session: PathSession,
     pub socket: S,
-    pub paths: Arc<Vec<PathInfo>>,
+    pub info: Arc<PathInfo>,
     pub from_endpoint: mpsc::Receiver<ToPath>,
     pub to_endpoint: mpsc::Sender<ToEndpoint>,
     /// Capacity of packet buffers, room in front included.
     pub buf_capacity: usize,
     /// The configured endpoint's host name and port, if it names a host.
     pub endpoint_name: Option<String>,
+    /// Dropped last, after the socket, when the worker stops: whoever
+    /// waits to bind the same port again then may.
+    pub _stopped: tokio::sync::oneshot::Sender<()>,
 }
 
 /// What a worker keeps between events.
@@ -68,7 +71,7 @@ struct State {
 
 impl<S: PathSocket> PathWorker<S> {
     fn info(&self) -> &PathInfo {
-        &self.paths[self.id.index()]
+        &self.info
     }
 
     /// Run until the endpoint task is gone.

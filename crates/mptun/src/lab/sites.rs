@@ -68,6 +68,8 @@ pub struct Sites {
     ns_a: String,
     ns_b: String,
     paths: usize,
+    /// Private keys of site A and site B.
+    keys: ([u8; 32], [u8; 32]),
     a: Option<Child>,
     b: Option<Child>,
 }
@@ -120,10 +122,20 @@ impl Sites {
             ns_a: topo.ns_a(),
             ns_b: topo.ns_b(),
             paths: layout.paths.len(),
+            keys: (genkey()?, genkey()?),
             a: None,
             b: None,
         };
-        let (key_a, key_b) = (genkey()?, genkey()?);
+        sites.write_configs(topo, layout)?;
+        sites.launch(Site::B)?;
+        sites.launch(Site::A)?;
+        sites.wait_up(Duration::from_secs(15))?;
+        Ok(sites)
+    }
+
+    /// Write both sites' configs for `layout`.
+    fn write_configs(&self, topo: &Topology, layout: &SiteLayout) -> anyhow::Result<()> {
+        let (key_a, key_b) = self.keys;
         let allowed = layout
             .allowed_ips
             .iter()
@@ -160,12 +172,31 @@ impl Sites {
                 topo.addr_b(i)
             ));
         }
-        sites.write_config(Site::A, &a)?;
-        sites.write_config(Site::B, &b)?;
-        sites.launch(Site::B)?;
-        sites.launch(Site::A)?;
-        sites.wait_up(Duration::from_secs(15))?;
-        Ok(sites)
+        self.write_config(Site::A, &a)?;
+        self.write_config(Site::B, &b)?;
+        Ok(())
+    }
+
+    /// Rewrite both configs for `layout` (same keys) and reload both
+    /// daemons, B first, as an operator would; wait for each to answer.
+    pub fn reload(&mut self, topo: &Topology, layout: &SiteLayout) -> anyhow::Result<()> {
+        self.write_configs(topo, layout)?;
+        self.paths = layout.paths.len();
+        for site in [Site::B, Site::A] {
+            let out = Command::new("ip")
+                .args(["netns", "exec", self.ns(site)])
+                .arg(&self.exe)
+                .args(["reload", &self.name])
+                .output()
+                .context("run mptun reload")?;
+            if !out.status.success() {
+                bail!(
+                    "mptun reload on site {site:?}: {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                );
+            }
+        }
+        Ok(())
     }
 
     fn write_config(&self, site: Site, text: &str) -> anyhow::Result<()> {
