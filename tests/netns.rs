@@ -580,6 +580,120 @@ fn a_reload_adds_a_path_during_a_flow_without_stopping_it() {
     assert_eq!(pong.received, 5, "{pong:?}");
 }
 
+/// GET /metrics from the daemon's `metrics-listen`.
+fn scrape(ns: &str, port: u16) -> String {
+    use std::io::{Read, Write};
+    let text = mptun_netem::topology::in_netns(ns, move || {
+        let io = |e| mptun_netem::NetemError::io("scrape", e);
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).map_err(io)?;
+        stream
+            .write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            .map_err(io)?;
+        let mut text = String::new();
+        stream.read_to_string(&mut text).map_err(io)?;
+        Ok(text)
+    })
+    .expect("scrape /metrics");
+    let (head, body) = text.split_once("\r\n\r\n").expect("an HTTP response");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(
+        head.contains("application/openmetrics-text; version=1.0.0"),
+        "{head}"
+    );
+    body.to_string()
+}
+
+/// Parse OpenMetrics text with the Prometheus project's own parser, which
+/// refuses what the format does not allow; return `name{labels} value`
+/// lines.
+fn parse_openmetrics(text: &str) -> Vec<String> {
+    use std::io::Write;
+    let program = "import sys\n\
+        from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse\n\
+        for family in parse(sys.stdin.read()):\n\
+        \x20   for s in family.samples:\n\
+        \x20       print(s.name + '{' + ','.join(k + '=' + v for k, v in sorted(s.labels.items())) + '} ' + repr(s.value))\n";
+    let mut child = Command::new("/usr/bin/python3")
+        .args(["-c", program])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 with prometheus_client (apt install python3-prometheus-client)");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(text.as_bytes())
+        .expect("write");
+    let out = child.wait_with_output().expect("parser");
+    assert!(
+        out.status.success(),
+        "not OpenMetrics: {}\n{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// The value of `name{labels}` in parsed samples.
+fn sample(samples: &[String], name_and_labels: &str) -> f64 {
+    samples
+        .iter()
+        .find_map(|s| s.strip_prefix(&format!("{name_and_labels} ")))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {name_and_labels} in {samples:#?}"))
+}
+
+/// `metrics-listen`: the endpoint serves OpenMetrics that the reference
+/// parser takes, and each path's byte counters rise with traffic.
+#[test]
+fn metrics_are_openmetrics_and_count_the_traffic() {
+    let Some((_machine, topo)) = take_lab() else {
+        return;
+    };
+    let exe = std::path::Path::new(env!("CARGO_BIN_EXE_mptun"));
+    let layout = SiteLayout {
+        extra_interface: "metrics-listen = \"127.0.0.1:9586\"".into(),
+        ..SiteLayout::all_paths(&topo)
+    };
+    let _sites = Sites::start(exe, &topo, &layout).expect("start both sites");
+    let (ns_a, ns_b) = (topo.ns_a(), topo.ns_b());
+    let before = parse_openmetrics(&scrape(&ns_a, 9586));
+    Iperf {
+        server_addr: mptun::lab::sites::TUNNEL_B.to_string(),
+        duration: 2.0,
+        ..one_path_args(&ns_a, &ns_b)
+    }
+    .tcp()
+    .expect("iperf3 through the tunnel");
+    let after = parse_openmetrics(&scrape(&ns_a, 9586));
+    for path in 0..PATHS {
+        let labels = format!("{{interface=mptun0,name=,path={path}}}");
+        for counter in [
+            "mptun_path_sent_bytes_total",
+            "mptun_path_sent_datagram_bytes_total",
+        ] {
+            let (b, a) = (
+                sample(&before, &format!("{counter}{labels}")),
+                sample(&after, &format!("{counter}{labels}")),
+            );
+            assert!(a > b + 1e6, "{counter} of path {path}: {b} -> {a}");
+        }
+        assert_eq!(sample(&after, &format!("mptun_path_up{labels}")), 1.0);
+    }
+    assert!(sample(&after, "mptun_reorder_hold_seconds_count{interface=mptun0}") > 0.0);
+    let b = parse_openmetrics(&scrape(&ns_b, 9586));
+    assert!(
+        sample(
+            &b,
+            "mptun_path_received_bytes_total{interface=mptun0,name=,path=0}"
+        ) > 1e6
+    );
+}
+
 /// The benchmark behind issue 2's bar, run by hand (release build, root):
 /// `cargo test --release -p mptun --test netns -- --ignored --nocapture`.
 /// Three paths shaped to 200 Mbit/s; one TCP flow through mptun against

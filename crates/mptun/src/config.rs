@@ -56,6 +56,7 @@ struct RawInterface {
     txqueuelen: Option<u32>,
     table: Option<toml::Value>,
     fwmark: Option<u32>,
+    metrics_listen: Option<String>,
     reorder_hold_ms: Option<u64>,
     scheduler: Option<String>,
     user: Option<String>,
@@ -75,6 +76,7 @@ struct RawPeer {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 struct RawPath {
+    name: Option<String>,
     listen_port: Option<u16>,
     endpoint: Option<String>,
     bind: Option<String>,
@@ -150,6 +152,8 @@ pub struct Interface {
     pub scheduler: Scheduler,
     /// Who the daemon runs as once the tunnel is up; root if `None`.
     pub user: Option<RunAs>,
+    /// Where to serve OpenMetrics text at `/metrics`, if anywhere.
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 /// `[peer]`: the remote site.
@@ -177,6 +181,9 @@ impl Peer {
 /// `[[path]]`: one WireGuard session on one UDP socket.
 #[derive(Clone, Debug)]
 pub struct PathConfig {
+    /// What the operator calls it (an uplink, a provider), for status and
+    /// metrics.
+    pub name: Option<String>,
     /// Local UDP port; 0 picks one.
     pub listen_port: u16,
     /// Where the peer's socket for this path is, if known in advance.
@@ -365,6 +372,15 @@ impl Config {
             None => None,
             Some(name) => Some(RunAs::lookup(name).map_err(|m| err("interface.user", m))?),
         };
+        let metrics_listen = match &i.metrics_listen {
+            None => None,
+            Some(text) => Some(text.parse::<SocketAddr>().map_err(|_| {
+                err(
+                    "interface.metrics-listen",
+                    format!("invalid address {text:?}: expected ip:port, e.g. 127.0.0.1:9586"),
+                )
+            })?),
+        };
         let mut reorder = ReorderConfig::default();
         if let Some(ms) = i.reorder_hold_ms {
             if !(1..=10_000).contains(&ms) {
@@ -498,7 +514,16 @@ impl Config {
                 .endpoint
                 .clone()
                 .filter(|text| text.parse::<SocketAddr>().is_err());
+            if let Some(name) = &rp.name {
+                if name.is_empty() || name.len() > 64 || name.chars().any(char::is_control) {
+                    return Err(err(
+                        &key("name"),
+                        "must be 1 to 64 characters, none of them control characters".into(),
+                    ));
+                }
+            }
             paths.push(PathConfig {
+                name: rp.name.clone(),
                 listen_port,
                 endpoint,
                 endpoint_name,
@@ -587,6 +612,7 @@ impl Config {
                 reorder,
                 scheduler,
                 user,
+                metrics_listen,
             },
             peer: Peer {
                 public_key,

@@ -35,6 +35,14 @@ pub struct PathCounters {
     pub initiations: Counter,
     /// Cookie replies taken.
     pub cookie_replies: Counter,
+    /// Handshakes completed.
+    pub handshakes: Counter,
+    /// Datagrams sent, and their bytes (sealed, as `wg show` counts).
+    pub tx_datagrams: Counter,
+    pub tx_datagram_bytes: Counter,
+    /// Datagrams received, rejected ones included, and their bytes.
+    pub rx_datagrams: Counter,
+    pub rx_datagram_bytes: Counter,
 }
 
 /// Rejected datagrams by reason; see [`OpenError`].

@@ -9,6 +9,7 @@ mod fake;
 pub mod import;
 pub mod io;
 pub mod lab;
+pub mod metrics;
 pub mod mtu;
 pub mod net;
 pub mod privileges;

@@ -90,13 +90,20 @@ enum Command {
         /// Interface name; may be left out when one tunnel is running.
         interface: Option<String>,
     },
-    /// Show what each path of a running tunnel is doing, like `wg show`.
+    /// Show what each path of a running tunnel is doing, like `wg show`;
+    /// without a name, every tunnel in this network namespace.
     Show {
-        /// Interface name; may be left out when one tunnel is running.
+        /// Interface name.
         interface: Option<String>,
-        /// Print the raw status as JSON.
-        #[arg(long)]
+        /// Print the raw status as JSON (with a schema version).
+        #[arg(long, conflicts_with = "dump")]
         json: bool,
+        /// One tab-separated line per path, for scripts, like `wg show all
+        /// dump`: interface, path, name, state, local, endpoint, latest
+        /// handshake (s since 1970, 0 for none), rx and tx bytes on the
+        /// wire, rtt ms, loss %, rate Mbit/s, flaps, rejected, refused.
+        #[arg(long)]
+        dump: bool,
     },
 }
 
@@ -109,7 +116,11 @@ fn main() -> ExitCode {
         Command::Pubkey => pubkey(),
         Command::Check { config } => check(&config),
         Command::Up { config } => up(&config),
-        Command::Show { interface, json } => show(interface.as_deref(), json),
+        Command::Show {
+            interface,
+            json,
+            dump,
+        } => show(interface.as_deref(), json, dump),
         Command::Reload { interface } => reload(interface.as_deref()),
         Command::Lab {
             json,
@@ -303,12 +314,25 @@ fn reload(interface: Option<&str>) -> anyhow::Result<()> {
     anyhow::bail!("{} did not answer the reload within 60 s", before.interface)
 }
 
-fn show(interface: Option<&str>, json: bool) -> anyhow::Result<()> {
-    let status = mptun::status::fetch(interface)?;
-    if json {
-        println!("{}", serde_json::to_string_pretty(&status)?);
+fn show(interface: Option<&str>, json: bool, dump: bool) -> anyhow::Result<()> {
+    let statuses = match interface {
+        Some(name) => vec![mptun::status::fetch(Some(name))?],
+        None => mptun::status::fetch_all()?,
+    };
+    if statuses.is_empty() && !dump {
+        anyhow::bail!("no running mptun in this network namespace");
+    }
+    if dump {
+        print!("{}", mptun::status::render_dump(&statuses));
+    } else if json {
+        // One object for one tunnel, as before; a list for several.
+        match statuses.as_slice() {
+            [one] => println!("{}", serde_json::to_string_pretty(one)?),
+            all => println!("{}", serde_json::to_string_pretty(all)?),
+        }
     } else {
-        print!("{}", mptun::status::render(&status));
+        let texts: Vec<String> = statuses.iter().map(mptun::status::render).collect();
+        print!("{}", texts.join("\n"));
     }
     Ok(())
 }

@@ -233,6 +233,7 @@ mod tests {
     #[test]
     fn loopback_routes_and_interfaces_are_read() {
         let path = PathConfig {
+            name: None,
             listen_port: 0,
             endpoint: Some("127.0.0.1:9".parse().unwrap()),
             endpoint_name: None,

@@ -211,6 +211,9 @@ pub struct ReorderStatus {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct PathStatus {
     pub id: u8,
+    /// `path[].name`, if given.
+    #[serde(default)]
+    pub name: Option<String>,
     pub local: String,
     pub endpoint: Option<String>,
     pub up: bool,
@@ -230,6 +233,26 @@ pub struct PathStatus {
     pub late_echoes: u64,
     pub since_handshake_secs: Option<f64>,
     pub handshake_rtt_ms: Option<u32>,
+    /// Handshakes completed on this path's session.
+    #[serde(default)]
+    pub handshakes: u64,
+    /// Times the path went from carrying data to not (down, no session,
+    /// set aside).
+    #[serde(default)]
+    pub flaps: u64,
+    /// Seconds since the path's state last changed.
+    #[serde(default)]
+    pub since_change_secs: Option<f64>,
+    /// Datagrams and their bytes on the wire (sealed), as `wg show`
+    /// counts; `tx_bytes` and `rx_bytes` are inner bytes.
+    #[serde(default)]
+    pub tx_datagrams: u64,
+    #[serde(default)]
+    pub tx_datagram_bytes: u64,
+    #[serde(default)]
+    pub rx_datagrams: u64,
+    #[serde(default)]
+    pub rx_datagram_bytes: u64,
     pub tx_packets: u64,
     pub tx_bytes: u64,
     /// Of `tx_packets`, those resent because the peer asked for them.
@@ -372,6 +395,14 @@ impl Drop for StatusServer {
     }
 }
 
+/// Fetch the status of every tunnel running in this network namespace.
+pub fn fetch_all() -> anyhow::Result<Vec<Status>> {
+    running_interfaces()
+        .iter()
+        .map(|name| fetch(Some(name)))
+        .collect()
+}
+
 /// Fetch the status of a running tunnel in this network namespace.
 pub fn fetch(interface: Option<&str>) -> anyhow::Result<Status> {
     let name = match interface {
@@ -415,6 +446,61 @@ fn read_status(
         .read_to_string(&mut text)
         .with_context(|| format!("read status of {name}"))?;
     serde_json::from_str(&text).with_context(|| format!("read status of {name}"))
+}
+
+/// The columns of [`render_dump`], in order.
+pub const DUMP_COLUMNS: &[&str] = &[
+    "interface",
+    "path",
+    "name",
+    "state",
+    "local",
+    "endpoint",
+    "latest-handshake",
+    "rx-bytes",
+    "tx-bytes",
+    "rtt-ms",
+    "loss-pct",
+    "rate-mbps",
+    "flaps",
+    "rejected",
+    "refused",
+];
+
+/// One tab-separated line per path, for scripts, as `wg show all dump`:
+/// see [`DUMP_COLUMNS`]; bytes are on the wire; a latest handshake is in
+/// seconds since 1970 (0 for none), like wg's; `-` for what is not known.
+pub fn render_dump(statuses: &[Status]) -> String {
+    let mut o = String::new();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs_f64();
+    for s in statuses {
+        for p in &s.paths {
+            let or_dash = |v: Option<String>| v.unwrap_or_else(|| "-".into());
+            let fields = [
+                s.interface.clone(),
+                p.id.to_string(),
+                or_dash(p.name.clone()),
+                p.state.clone(),
+                p.local.clone(),
+                or_dash(p.endpoint.clone()),
+                p.since_handshake_secs
+                    .map_or("0".into(), |secs| format!("{:.0}", now - secs)),
+                p.rx_datagram_bytes.to_string(),
+                p.tx_datagram_bytes.to_string(),
+                or_dash(p.srtt_ms.map(|v| format!("{v:.3}"))),
+                format!("{:.3}", p.loss_pct),
+                or_dash(p.rate_mbps.map(|v| format!("{v:.1}"))),
+                p.flaps.to_string(),
+                p.rejected.total().to_string(),
+                p.refused.total().to_string(),
+            ];
+            let _ = writeln!(o, "{}", fields.join("\t"));
+        }
+    }
+    o
 }
 
 fn bytes(n: u64) -> String {
@@ -479,12 +565,43 @@ pub fn render(s: &Status) -> String {
         s.tun.dropped_disallowed_destination,
         s.tun.dropped_not_ip
     );
+    let _ = writeln!(
+        o,
+        "  peer restarts followed: {}; NACKs for our run before a restart: {}",
+        r.epoch_changes, r.nacks_for_old_run
+    );
+    let _ = writeln!(
+        o,
+        "  tun: {} packets read, {} written, {} write errors",
+        s.tun.read_packets, s.tun.written_packets, s.tun.write_errors
+    );
+    if s.reloads.count > 0 {
+        let _ = writeln!(
+            o,
+            "  reloads: {}; last: {}",
+            s.reloads.count,
+            match (&s.reloads.last_error, &s.reloads.last_summary) {
+                (Some(e), _) => format!("refused: {e}"),
+                (None, Some(summary)) => summary.clone(),
+                (None, None) => "-".into(),
+            }
+        );
+    }
     let _ = writeln!(o);
     let _ = writeln!(o, "peer: {}", s.peer_public_key);
     let _ = writeln!(o, "  allowed ips: {}", s.allowed_ips.join(", "));
     for p in &s.paths {
         let _ = writeln!(o);
-        let _ = writeln!(o, "path[{}]: {}", p.id, p.state);
+        let name = p.name.as_ref().map_or(String::new(), |n| format!(" ({n})"));
+        let _ = writeln!(
+            o,
+            "path[{}]{name}: {}; {} flaps{}",
+            p.id,
+            p.state,
+            p.flaps,
+            p.since_change_secs
+                .map_or(String::new(), |s| format!(", last change {s:.0} s ago"))
+        );
         if let Some(rtt) = p.srtt_ms {
             let _ = writeln!(
                 o,
@@ -504,14 +621,33 @@ pub fn render(s: &Status) -> String {
             p.endpoint.as_deref().unwrap_or("(none yet)")
         );
         if let Some(secs) = p.since_handshake_secs {
-            let _ = writeln!(o, "  latest handshake: {secs:.0} seconds ago");
+            let _ = writeln!(
+                o,
+                "  latest handshake: {secs:.0} seconds ago ({} in all{})",
+                p.handshakes,
+                p.handshake_rtt_ms
+                    .map_or(String::new(), |ms| format!(", {ms} ms round trip"))
+            );
         }
         let _ = writeln!(
             o,
-            "  transfer: {} received, {} sent ({:.1}% of sent bytes)",
+            "  transfer: {} received, {} sent ({:.1}% of sent bytes), inner packets",
             bytes(p.rx_bytes),
             bytes(p.tx_bytes),
             100.0 * p.tx_bytes as f64 / total_tx as f64
+        );
+        let _ = writeln!(
+            o,
+            "  on the wire: {} received in {} datagrams, {} sent in {}",
+            bytes(p.rx_datagram_bytes),
+            p.rx_datagrams,
+            bytes(p.tx_datagram_bytes),
+            p.tx_datagrams
+        );
+        let _ = writeln!(
+            o,
+            "  packets: {} received, {} sent; probes {} received, {} sent; NACKs {} received, {} sent",
+            p.rx_packets, p.tx_packets, p.rx_probes, p.tx_probes, p.rx_nacks, p.tx_nacks
         );
         if p.resent > 0 {
             let _ = writeln!(o, "  resent: {} packets the peer asked for again", p.resent);

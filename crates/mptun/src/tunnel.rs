@@ -174,6 +174,10 @@ fn fixed_changes(old: &Config, new: &Config) -> Vec<&'static str> {
         (i.reorder != j.reorder, "interface.reorder-hold-ms"),
         (i.scheduler != j.scheduler, "interface.scheduler"),
         (i.user != j.user, "interface.user"),
+        (
+            i.metrics_listen != j.metrics_listen,
+            "interface.metrics-listen",
+        ),
         (p.public_key != q.public_key, "peer.public-key"),
         (psk(old) != psk(new), "peer.preshared-key"),
         (p.allowed_ips != q.allowed_ips, "peer.allowed-ips"),
@@ -190,6 +194,7 @@ pub struct Tunnel {
     config: Arc<Config>,
     routes: crate::net::Routes,
     status: Option<crate::status::StatusServer>,
+    metrics: Option<crate::metrics::MetricsServer>,
     /// What came of reloads, for `mptun show` and `mptun reload`.
     reloads: Arc<std::sync::Mutex<crate::status::Reloads>>,
     name: String,
@@ -233,6 +238,17 @@ impl Tunnel {
                 None
             }
         };
+        let metrics = match config.interface.metrics_listen {
+            Some(addr) => Some(
+                crate::metrics::MetricsServer::start(
+                    addr,
+                    driver.status.clone(),
+                    Arc::clone(&reloads),
+                )
+                .await?,
+            ),
+            None => None,
+        };
         if let Some(user) = &user {
             if let Some(status) = &status {
                 status.hand_to(user)?;
@@ -247,6 +263,7 @@ impl Tunnel {
             config,
             routes,
             status,
+            metrics,
             reloads,
             name,
         })
@@ -356,6 +373,7 @@ impl Tunnel {
     /// deletes it).
     pub async fn shutdown(mut self) {
         self.status = None;
+        self.metrics = None;
         self.driver.tasks.shutdown().await;
         self.routes.remove();
         info!(interface = %self.name, "tunnel down");

@@ -40,6 +40,13 @@ impl HoldHistogram {
             .collect()
     }
 
+    /// Return how many waits were at most `bound`, to the 0.25 ms bucket:
+    /// those of the buckets whose upper end is not past it.
+    pub fn count_below(&self, bound: Duration) -> u64 {
+        let whole = (bound.as_micros() as u64 / HOLD_BUCKET_US) as usize;
+        self.buckets[..whole.min(HOLD_BUCKETS)].iter().sum()
+    }
+
     /// Rebuild a histogram from [`nonzero_buckets`](Self::nonzero_buckets);
     /// buckets out of range count in the last one.
     pub fn from_buckets(buckets: &[(u32, u64)]) -> Self {

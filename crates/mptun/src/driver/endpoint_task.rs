@@ -38,6 +38,9 @@ pub(super) struct EndpointTask<T> {
     pub status: mpsc::Receiver<StatusRequest>,
     pub reconfigure: mpsc::Receiver<Reconfigure>,
     pub started: Instant,
+    /// Per path: times it stopped carrying data, and when its state last
+    /// changed.
+    pub changes: Vec<(u64, Option<Instant>)>,
 }
 
 /// What the endpoint task keeps between events.
@@ -98,6 +101,7 @@ impl<T: TunDevice> EndpointTask<T> {
                 self.write_tun(&mut state);
             }
             while let Some(event) = self.endpoint.poll_event() {
+                self.note_change(&event);
                 log_path_event(&self.paths, event);
             }
         }
@@ -121,6 +125,18 @@ impl<T: TunDevice> EndpointTask<T> {
                 state.spare_batches.push(bufs);
             }
         }
+    }
+
+    fn note_change(&mut self, event: &PathEvent) {
+        let i = event.path.index();
+        if self.changes.len() <= i {
+            self.changes.resize(i + 1, (0, None));
+        }
+        let (flaps, at) = &mut self.changes[i];
+        if !matches!(event.change, PathChange::Up) {
+            *flaps += 1;
+        }
+        *at = Some(now());
     }
 
     /// Take a reloaded config: retire the paths past its last, start afresh
@@ -310,8 +326,21 @@ impl<T: TunDevice> EndpointTask<T> {
         let stats = self.endpoint.path_stats(id);
         let (handshake_at, handshake_rtt_ms) = info.handshake();
         let c = &info.counters;
+        let (flaps, changed_at) = self.changes.get(id.index()).copied().unwrap_or_default();
         PathStatus {
             id: id.0,
+            name: self
+                .config
+                .paths
+                .get(id.index())
+                .and_then(|p| p.name.clone()),
+            handshakes: c.handshakes.get(),
+            flaps,
+            since_change_secs: changed_at.map(|t| now.saturating_duration_since(t).as_secs_f64()),
+            tx_datagrams: c.tx_datagrams.get(),
+            tx_datagram_bytes: c.tx_datagram_bytes.get(),
+            rx_datagrams: c.rx_datagrams.get(),
+            rx_datagram_bytes: c.rx_datagram_bytes.get(),
             local: info.local.to_string(),
             endpoint: info.endpoint().map(|e| e.to_string()),
             up: matches!(state, PathState::Up | PathState::Unconfirmed),

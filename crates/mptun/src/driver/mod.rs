@@ -145,6 +145,7 @@ impl Driver {
             status: status_rx,
             reconfigure: reconfigure_rx,
             started: now,
+            changes: Vec::new(),
         };
         driver.tasks.spawn(task.run());
         Ok(driver)

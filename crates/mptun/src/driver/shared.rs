@@ -72,8 +72,20 @@ impl PathInfo {
         *lock(&self.handshake)
     }
 
+    /// Note the last handshake's time, as of now, and count a new one: one
+    /// more than a second later than the one noted (the time is worked
+    /// out afresh on every tick, to the millisecond).
     pub(crate) fn set_handshake(&self, at: Option<Instant>, rtt_ms: Option<u32>) {
-        *lock(&self.handshake) = (at, rtt_ms);
+        let mut handshake = lock(&self.handshake);
+        let newer = match (handshake.0, at) {
+            (None, Some(_)) => true,
+            (Some(before), Some(at)) => at > before + std::time::Duration::from_secs(1),
+            _ => false,
+        };
+        if newer {
+            self.counters.handshakes.add(1);
+        }
+        *handshake = (at, rtt_ms);
     }
 }
 

@@ -180,8 +180,12 @@ impl<S: PathSocket> PathWorker<S> {
         let to = to.or(state.endpoint.map(|e| destination(local, e)));
         for reply in state.replies.drain(..) {
             if let Some(to) = to {
+                let c = &self.info().counters;
                 if self.socket.send(to, &reply, reply.len()).await.is_err() {
-                    self.info().counters.send_errors.add(1);
+                    c.send_errors.add(1);
+                } else {
+                    c.tx_datagrams.add(1);
+                    c.tx_datagram_bytes.add(reply.len() as u64);
                 }
             }
         }
@@ -232,8 +236,12 @@ impl<S: PathSocket> PathWorker<S> {
     async fn send_run(&self, state: &State, run: &mut SealedRun, to: SocketAddr) {
         if run.count > 0 {
             let contents = &state.sealed[run.start..run.end];
+            let c = &self.info().counters;
             if self.socket.send(to, contents, run.segment).await.is_err() {
-                self.info().counters.send_errors.add(1);
+                c.send_errors.add(1);
+            } else {
+                c.tx_datagrams.add(run.count as u64);
+                c.tx_datagram_bytes.add(contents.len() as u64);
             }
         }
         *run = SealedRun::default();
@@ -248,6 +256,9 @@ impl<S: PathSocket> PathWorker<S> {
         for (buf, m) in bufs.iter().zip(meta) {
             let from = SocketAddr::new(m.from.ip().to_canonical(), m.from.port());
             for datagram in buf[..m.len].chunks(m.stride.max(1)) {
+                let c = &self.info().counters;
+                c.rx_datagrams.add(1);
+                c.rx_datagram_bytes.add(datagram.len() as u64);
                 let mut plaintext = state.pool.take(HEADROOM);
                 let out = plaintext.room(HEADROOM, room.max(datagram.len()));
                 let result = self
