@@ -138,3 +138,46 @@ fn every_subcommand_has_help() {
         );
     }
 }
+
+#[test]
+fn genpsk_completions_and_the_man_page_come_from_the_cli() {
+    let psk = stdout(&mptun(&["genpsk"], ""));
+    assert_eq!(psk.len(), 44, "{psk}");
+    assert_ne!(psk, stdout(&mptun(&["genpsk"], "")));
+    let bash = mptun(&["completions", "bash"], "");
+    assert!(bash.status.success());
+    for word in ["reload", "import", "genpsk", "--dump"] {
+        assert!(stdout(&bash).contains(word), "bash completion lacks {word}");
+    }
+    let man = mptun(&["man"], "");
+    assert!(man.status.success());
+    let page = stdout(&man);
+    assert!(page.starts_with(".ie") || page.contains(".TH mptun 8"), "{page}");
+    assert!(page.contains("reload"), "{page}");
+}
+
+#[test]
+fn wg_quick_configs_are_imported_and_the_result_checks() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let wg = |port: u16, table: &str| {
+        format!(
+            "[Interface]\nPrivateKey = dwdtCnMYpX08FsFyUbJmRd9ML4frwJkqsXf7pR25LCo=\n\
+             ListenPort = {port}\nAddress = 10.9.0.1/24\n{table}\n[Peer]\n\
+             PublicKey = hSDwCYkwp1R0i33ctD73Wg2/Og0mOBr066SpjqqbTmo=\n\
+             AllowedIPs = 10.9.0.0/24\nEndpoint = 192.0.2.1:{port}\n"
+        )
+    };
+    let wg0 = write_config(dir.path(), "wg0.conf", &wg(5000, ""));
+    let wg1 = write_config(dir.path(), "wg1.conf", &wg(5001, "Table = off"));
+    let imported = mptun(&["import", wg0.to_str().unwrap(), wg1.to_str().unwrap()], "");
+    assert!(imported.status.success(), "{}", stderr(&imported));
+    let toml = write_config(dir.path(), "mptun0.toml", &stdout(&imported));
+    let check = mptun(&["check", toml.to_str().unwrap()], "");
+    assert!(check.status.success(), "{}", stderr(&check));
+    assert!(stdout(&check).contains("2 path(s)"), "{}", stdout(&check));
+    // `check` on a wg-quick file points at import and shows no key.
+    let wrong = mptun(&["check", wg0.to_str().unwrap()], "");
+    assert!(!wrong.status.success());
+    assert!(stderr(&wrong).contains("mptun import"), "{}", stderr(&wrong));
+    assert!(!stderr(&wrong).contains("dwdtCnMY"), "{}", stderr(&wrong));
+}

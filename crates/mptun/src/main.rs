@@ -90,6 +90,14 @@ enum Command {
         /// Interface name; may be left out when one tunnel is running.
         interface: Option<String>,
     },
+    /// Print shell completions (e.g. `mptun completions bash >
+    /// /etc/bash_completion.d/mptun`).
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page, mptun(8), as roff (`mptun man > mptun.8`).
+    Man,
     /// Show what each path of a running tunnel is doing, like `wg show`;
     /// without a name, every tunnel in this network namespace.
     Show {
@@ -122,6 +130,17 @@ fn main() -> ExitCode {
             dump,
         } => show(interface.as_deref(), json, dump),
         Command::Reload { interface } => reload(interface.as_deref()),
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            clap_complete::generate(shell, &mut Cli::command(), "mptun", &mut std::io::stdout());
+            Ok(())
+        }
+        Command::Man => {
+            use clap::CommandFactory;
+            let page = clap_mangen::Man::new(Cli::command()).section("8");
+            page.render(&mut std::io::stdout())
+                .context("write the man page")
+        }
         Command::Lab {
             json,
             plot,
