@@ -152,7 +152,10 @@ fn genpsk_completions_and_the_man_page_come_from_the_cli() {
     let man = mptun(&["man"], "");
     assert!(man.status.success());
     let page = stdout(&man);
-    assert!(page.starts_with(".ie") || page.contains(".TH mptun 8"), "{page}");
+    assert!(
+        page.starts_with(".ie") || page.contains(".TH mptun 8"),
+        "{page}"
+    );
     assert!(page.contains("reload"), "{page}");
 }
 
@@ -169,7 +172,10 @@ fn wg_quick_configs_are_imported_and_the_result_checks() {
     };
     let wg0 = write_config(dir.path(), "wg0.conf", &wg(5000, ""));
     let wg1 = write_config(dir.path(), "wg1.conf", &wg(5001, "Table = off"));
-    let imported = mptun(&["import", wg0.to_str().unwrap(), wg1.to_str().unwrap()], "");
+    let imported = mptun(
+        &["import", wg0.to_str().unwrap(), wg1.to_str().unwrap()],
+        "",
+    );
     assert!(imported.status.success(), "{}", stderr(&imported));
     let toml = write_config(dir.path(), "mptun0.toml", &stdout(&imported));
     let check = mptun(&["check", toml.to_str().unwrap()], "");
@@ -178,6 +184,10 @@ fn wg_quick_configs_are_imported_and_the_result_checks() {
     // `check` on a wg-quick file points at import and shows no key.
     let wrong = mptun(&["check", wg0.to_str().unwrap()], "");
     assert!(!wrong.status.success());
-    assert!(stderr(&wrong).contains("mptun import"), "{}", stderr(&wrong));
+    assert!(
+        stderr(&wrong).contains("mptun import"),
+        "{}",
+        stderr(&wrong)
+    );
     assert!(!stderr(&wrong).contains("dwdtCnMY"), "{}", stderr(&wrong));
 }

@@ -6,8 +6,8 @@ use std::net::UdpSocket;
 use std::process::Command;
 use std::time::Duration;
 
-use mptun::lab::sites::SiteLayout;
-use mptun::lab::{ping, Iperf, Site, Sites};
+use mptun_lab::sites::SiteLayout;
+use mptun_lab::{ping, Iperf, Site, Sites};
 use mptun_netem::topology::{Mode, TbfShape};
 use mptun_netem::{Topology, TopologyOptions};
 
@@ -99,7 +99,7 @@ fn one_tcp_flow_uses_every_path_in_order_and_teardown_is_clean() {
     let Some((_machine, topo)) = take_lab() else {
         return;
     };
-    let exe = std::path::Path::new(env!("CARGO_BIN_EXE_mptun"));
+    let exe = &mptun_lab::mptun_exe().expect("the mptun program");
 
     // Baseline, in this run: one TCP flow over path 1 alone, no tunnel.
     let one_path = Iperf {
@@ -138,11 +138,11 @@ fn one_tcp_flow_uses_every_path_in_order_and_teardown_is_clean() {
     assert_eq!(a.mtu, 1424, "{}", a.mtu_source);
     assert!(a.mtu_source.contains("route to"), "{}", a.mtu_source);
 
-    let pong = ping(&ns_a, mptun::lab::sites::TUNNEL_B, 10).expect("ping");
+    let pong = ping(&ns_a, mptun_lab::sites::TUNNEL_B, 10).expect("ping");
     assert_eq!(pong.received, 10, "ping through the tunnel: {pong:?}");
 
     let through = Iperf {
-        server_addr: mptun::lab::sites::TUNNEL_B.to_string(),
+        server_addr: mptun_lab::sites::TUNNEL_B.to_string(),
         ..one_path_args(&ns_a, &ns_b)
     };
     let tcp = through.tcp().expect("iperf3 through the tunnel");
@@ -209,7 +209,7 @@ fn garbage_on_a_path_and_a_peer_restart_lose_nothing_else() {
     let Some((_machine, topo)) = take_lab() else {
         return;
     };
-    let exe = std::path::Path::new(env!("CARGO_BIN_EXE_mptun"));
+    let exe = &mptun_lab::mptun_exe().expect("the mptun program");
     let mut sites =
         Sites::start(exe, &topo, &SiteLayout::all_paths(&topo)).expect("start both sites");
     let (ns_a, ns_b) = (topo.ns_a(), topo.ns_b());
@@ -229,7 +229,7 @@ fn garbage_on_a_path_and_a_peer_restart_lose_nothing_else() {
         Ok(())
     })
     .expect("send junk");
-    let pong = ping(&ns_a, mptun::lab::sites::TUNNEL_B, 20).expect("ping");
+    let pong = ping(&ns_a, mptun_lab::sites::TUNNEL_B, 20).expect("ping");
     assert_eq!(pong.received, 20, "traffic disturbed by junk: {pong:?}");
     let a = sites.status(Site::A).expect("status");
     assert!(
@@ -244,9 +244,9 @@ fn garbage_on_a_path_and_a_peer_restart_lose_nothing_else() {
     let status = sites.restart(Site::B).expect("restart B");
     assert!(status.success());
     let restarted = std::time::Instant::now();
-    let mut pong = ping(&ns_a, mptun::lab::sites::TUNNEL_B, 5).expect("ping");
+    let mut pong = ping(&ns_a, mptun_lab::sites::TUNNEL_B, 5).expect("ping");
     while pong.received < 5 && restarted.elapsed() < Duration::from_secs(10) {
-        pong = ping(&ns_a, mptun::lab::sites::TUNNEL_B, 5).expect("ping");
+        pong = ping(&ns_a, mptun_lab::sites::TUNNEL_B, 5).expect("ping");
     }
     assert_eq!(pong.received, 5, "no recovery after peer restart: {pong:?}");
     eprintln!(
@@ -267,7 +267,7 @@ fn a_daemon_given_a_user_drops_root_after_setup() {
     let Some((_machine, topo)) = take_lab() else {
         return;
     };
-    let exe = std::path::Path::new(env!("CARGO_BIN_EXE_mptun"));
+    let exe = &mptun_lab::mptun_exe().expect("the mptun program");
     let nobody = mptun::privileges::RunAs::lookup("nobody").expect("user nobody");
     let layout = SiteLayout {
         extra_interface: "user = \"nobody\"".into(),
@@ -304,7 +304,7 @@ fn a_daemon_given_a_user_drops_root_after_setup() {
             }
         }
     }
-    let pong = ping(&topo.ns_a(), mptun::lab::sites::TUNNEL_B, 10).expect("ping");
+    let pong = ping(&topo.ns_a(), mptun_lab::sites::TUNNEL_B, 10).expect("ping");
     assert_eq!(pong.received, 10, "ping through the tunnel: {pong:?}");
     let a = sites
         .status(Site::A)
@@ -329,13 +329,13 @@ fn a_daemon_given_a_user_drops_root_after_setup() {
 /// from them, and garbage. The TCP flow keeps at least 90% of its clean
 /// goodput, no endpoint moves, nothing is delivered twice, memory stays
 /// bounded. About 25 s; its figures (in README) with
-/// `cargo test --release -p mptun --test netns flood -- --nocapture`.
+/// `cargo test --release -p mptun-lab --test netns flood -- --nocapture`.
 #[test]
 fn a_flood_of_replays_forgeries_and_garbage_costs_the_flow_little() {
     let Some((_machine, topo)) = take_lab() else {
         return;
     };
-    let exe = std::path::Path::new(env!("CARGO_BIN_EXE_mptun"));
+    let exe = &mptun_lab::mptun_exe().expect("the mptun program");
     let (ns_a, ns_b) = (topo.ns_a(), topo.ns_b());
     let layout = SiteLayout::all_paths(&topo);
     let ports = layout.base_port..layout.base_port + PATHS as u16;
@@ -344,10 +344,10 @@ fn a_flood_of_replays_forgeries_and_garbage_costs_the_flow_little() {
     let numbered = flood::Numbered::start(
         &ns_a,
         &ns_b,
-        std::net::SocketAddrV4::new(mptun::lab::sites::TUNNEL_A.parse().expect("address"), 7009),
+        std::net::SocketAddrV4::new(mptun_lab::sites::TUNNEL_A.parse().expect("address"), 7009),
     );
     let through = Iperf {
-        server_addr: mptun::lab::sites::TUNNEL_B.to_string(),
+        server_addr: mptun_lab::sites::TUNNEL_B.to_string(),
         duration: 10.0,
         ..one_path_args(&ns_a, &ns_b)
     };
@@ -453,7 +453,7 @@ fn a_default_route_goes_through_the_tunnel_and_the_paths_stay_outside() {
     let Some((_machine, topo)) = take_lab() else {
         return;
     };
-    let exe = std::path::Path::new(env!("CARGO_BIN_EXE_mptun"));
+    let exe = &mptun_lab::mptun_exe().expect("the mptun program");
     let layout = SiteLayout {
         allowed_ips: vec!["0.0.0.0/0".into()],
         ..SiteLayout::all_paths(&topo)
@@ -481,7 +481,7 @@ fn a_default_route_goes_through_the_tunnel_and_the_paths_stay_outside() {
     // The paths' marked packets still take the links.
     let marked = ip(&["route", "get", &topo.addr_b(1).to_string(), "mark", "51820"]);
     assert!(!marked.contains("mptun0"), "{marked}");
-    let pong = ping(&ns_a, mptun::lab::sites::TUNNEL_B, 10).expect("ping");
+    let pong = ping(&ns_a, mptun_lab::sites::TUNNEL_B, 10).expect("ping");
     assert_eq!(pong.received, 10, "ping through the tunnel: {pong:?}");
     assert!(sites
         .status(Site::A)
@@ -508,7 +508,7 @@ fn a_reload_adds_a_path_during_a_flow_without_stopping_it() {
     let Some((_machine, topo)) = take_lab() else {
         return;
     };
-    let exe = std::path::Path::new(env!("CARGO_BIN_EXE_mptun"));
+    let exe = &mptun_lab::mptun_exe().expect("the mptun program");
     let two = SiteLayout {
         paths: vec![1, 2],
         ..SiteLayout::all_paths(&topo)
@@ -519,7 +519,7 @@ fn a_reload_adds_a_path_during_a_flow_without_stopping_it() {
         let (ns_a, ns_b) = (ns_a.clone(), ns_b.clone());
         std::thread::spawn(move || {
             Iperf {
-                server_addr: mptun::lab::sites::TUNNEL_B.to_string(),
+                server_addr: mptun_lab::sites::TUNNEL_B.to_string(),
                 duration: 8.0,
                 extra: vec!["-i".into(), "0.5".into()],
                 ..one_path_args(&ns_a, &ns_b)
@@ -576,7 +576,7 @@ fn a_reload_adds_a_path_during_a_flow_without_stopping_it() {
         format!("{refused:#}").contains("interface.address"),
         "{refused:#}"
     );
-    let pong = ping(&ns_a, mptun::lab::sites::TUNNEL_B, 5).expect("ping");
+    let pong = ping(&ns_a, mptun_lab::sites::TUNNEL_B, 5).expect("ping");
     assert_eq!(pong.received, 5, "{pong:?}");
 }
 
@@ -654,7 +654,7 @@ fn metrics_are_openmetrics_and_count_the_traffic() {
     let Some((_machine, topo)) = take_lab() else {
         return;
     };
-    let exe = std::path::Path::new(env!("CARGO_BIN_EXE_mptun"));
+    let exe = &mptun_lab::mptun_exe().expect("the mptun program");
     let layout = SiteLayout {
         extra_interface: "metrics-listen = \"127.0.0.1:9586\"".into(),
         ..SiteLayout::all_paths(&topo)
@@ -663,7 +663,7 @@ fn metrics_are_openmetrics_and_count_the_traffic() {
     let (ns_a, ns_b) = (topo.ns_a(), topo.ns_b());
     let before = parse_openmetrics(&scrape(&ns_a, 9586));
     Iperf {
-        server_addr: mptun::lab::sites::TUNNEL_B.to_string(),
+        server_addr: mptun_lab::sites::TUNNEL_B.to_string(),
         duration: 2.0,
         ..one_path_args(&ns_a, &ns_b)
     }
@@ -695,7 +695,7 @@ fn metrics_are_openmetrics_and_count_the_traffic() {
 }
 
 /// The benchmark behind issue 2's bar, run by hand (release build, root):
-/// `cargo test --release -p mptun --test netns -- --ignored --nocapture`.
+/// `cargo test --release -p mptun-lab --test netns -- --ignored --nocapture`.
 /// Three paths shaped to 200 Mbit/s; one TCP flow through mptun against
 /// three times one path's single-flow rate, both measured in this run.
 #[test]
@@ -704,7 +704,7 @@ fn benchmark_one_flow_over_three_200_mbit_paths() {
     assert!(is_root(), "needs root");
     let _machine = one_at_a_time();
     let topo = tbf_lab(200.0);
-    let exe = std::path::Path::new(env!("CARGO_BIN_EXE_mptun"));
+    let exe = &mptun_lab::mptun_exe().expect("the mptun program");
     let (ns_a, ns_b) = (topo.ns_a(), topo.ns_b());
     let seconds = 10.0;
     let one_path = Iperf {
@@ -716,7 +716,7 @@ fn benchmark_one_flow_over_three_200_mbit_paths() {
     .expect("baseline");
     let _sites = Sites::start(exe, &topo, &SiteLayout::all_paths(&topo)).expect("sites");
     let tcp = Iperf {
-        server_addr: mptun::lab::sites::TUNNEL_B.to_string(),
+        server_addr: mptun_lab::sites::TUNNEL_B.to_string(),
         duration: seconds,
         ..one_path_args(&ns_a, &ns_b)
     }
@@ -746,18 +746,18 @@ fn lab_equal_scenario_beats_the_best_single_path() {
     // The emulator binary is found beside the test (`cargo test --workspace`
     // builds it, as mptun-netem has integration tests of its own).
     let mut scenario =
-        mptun::lab::scenario::Scenario::parse(mptun::lab::scenario::DEFAULT_SCENARIO, "equal")
+        mptun_lab::scenario::Scenario::parse(mptun_lab::scenario::DEFAULT_SCENARIO, "equal")
             .expect("default scenario");
     scenario.duration = 5.0;
-    let report = mptun::lab::run::run(&mptun::lab::run::LabOptions {
+    let report = mptun_lab::run::run(&mptun_lab::run::LabOptions {
         scenario,
         scenario_name: "equal (5 s)".into(),
         compare: true,
         json: true,
-        mptun_exe: env!("CARGO_BIN_EXE_mptun").into(),
+        mptun_exe: mptun_lab::mptun_exe().expect("the mptun program"),
     })
     .expect("lab run");
-    eprintln!("{}", mptun::lab::run::render(&report));
+    eprintln!("{}", mptun_lab::run::render(&report));
     let goodput = |prefix: &str| {
         report
             .systems

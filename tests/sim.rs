@@ -895,7 +895,7 @@ fn a_bulk_flow_uses_the_biggest_path_among_four_unequal_ones() {
 /// A lab sweep scenario, as the simulation runs it: its paths, and its cut
 /// and restore (seconds from the simulation's start, which is half a second
 /// before the flow's).
-fn from_lab(scenario: &mptun::lab::scenario::Scenario) -> (Vec<PathSpec>, Vec<(f64, Change)>) {
+fn from_lab(scenario: &mptun_lab::scenario::Scenario) -> (Vec<PathSpec>, Vec<(f64, Change)>) {
     let paths = scenario
         .path
         .iter()
@@ -931,7 +931,7 @@ struct SweepRow {
     spread_ms: f64,
 }
 
-fn sweep_row(number: usize, seed: u64, scenario: &mptun::lab::scenario::Scenario) -> SweepRow {
+fn sweep_row(number: usize, seed: u64, scenario: &mptun_lab::scenario::Scenario) -> SweepRow {
     const SECONDS: f64 = 10.5;
     let (paths, changes) = from_lab(scenario);
     let mut sim = Sim::window(seed, &paths, SECONDS);
@@ -1002,7 +1002,7 @@ fn a_sweep_of_drawn_scenarios_never_falls_below_the_best_path() {
     };
     let seed = env("SWEEP_SEED", 1);
     let count = env("SWEEP_COUNT", 30) as usize;
-    let scenarios = mptun::lab::sweep::draw(seed, count);
+    let scenarios = mptun_lab::sweep::draw(seed, count);
     let only = env("SWEEP_ONLY", 0) as usize;
     let rows: Vec<SweepRow> = scenarios
         .iter()

@@ -8,7 +8,6 @@ pub mod driver;
 mod fake;
 pub mod import;
 pub mod io;
-pub mod lab;
 pub mod metrics;
 pub mod mtu;
 pub mod net;

@@ -15,8 +15,8 @@ use anyhow::{bail, Context};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use super::run::{build_topology, read_cpu_times, LabOptions};
-use super::sites::{Site, SiteLayout, Sites, TUNNEL_B};
+use crate::run::{build_topology, read_cpu_times, LabOptions};
+use crate::sites::{Site, SiteLayout, Sites, TUNNEL_B};
 use mptun_netem::topology::in_netns;
 use mptun_netem::NetemError;
 
@@ -32,7 +32,7 @@ const WARM_UP_S: usize = 60;
 #[derive(Clone, Debug, Serialize)]
 pub struct SoakReport {
     pub scenario_name: String,
-    pub scenario: super::scenario::Scenario,
+    pub scenario: crate::scenario::Scenario,
     pub file_mib: u32,
     /// SHA-256 of the file, hex.
     pub sha256: String,
@@ -292,7 +292,7 @@ fn tick(
     done: &AtomicBool,
     received: &AtomicU64,
     pids: &[u32],
-    status_a: &dyn Fn() -> anyhow::Result<crate::status::Status>,
+    status_a: &dyn Fn() -> anyhow::Result<mptun::status::Status>,
 ) -> Ticks {
     let mut ticks = Ticks::default();
     let mut last_bytes = 0;
@@ -407,7 +407,7 @@ fn report(
 }
 
 fn action_times<'a>(
-    timeline: &'a [super::scenario::Event],
+    timeline: &'a [crate::scenario::Event],
     action: &'a str,
 ) -> impl Iterator<Item = f64> + 'a {
     timeline

@@ -14,10 +14,10 @@ use mptun_netem::topology::Mode;
 use mptun_netem::{DirSpec, Topology, TopologyOptions};
 use serde::Serialize;
 
-use super::scenario::Scenario;
-use super::sites::{ping, Iperf, Site, SiteLayout, Sites, TcpResult, TUNNEL_B};
-use super::wireguard;
-use crate::status::Status;
+use crate::scenario::Scenario;
+use crate::sites::{ping, Iperf, Site, SiteLayout, Sites, TcpResult, TUNNEL_B};
+use crate::wireguard;
+use mptun::status::Status;
 
 /// What `mptun lab` was asked to do.
 pub struct LabOptions {
@@ -202,7 +202,7 @@ fn netem_bin() -> anyhow::Result<PathBuf> {
     )
 }
 
-fn dir_spec(p: &super::scenario::PathSpec) -> DirSpec {
+fn dir_spec(p: &crate::scenario::PathSpec) -> DirSpec {
     DirSpec {
         rate_mbit: p.rate_mbit,
         delay_ms: Some(p.delay_ms),

@@ -9,7 +9,7 @@ use anyhow::{anyhow, bail, Context};
 use mptun_netem::Topology;
 use mptun_wg::keys;
 
-use crate::status::Status;
+use mptun::status::Status;
 
 /// Tunnel address of site A (the iperf3 client side) in the default layout.
 pub const TUNNEL_A: &str = "10.77.0.1";

@@ -26,7 +26,7 @@ pub struct Scenario {
     /// Changes during the measured flow.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub event: Vec<Event>,
-    /// Run a soak instead of the comparison: see [`crate::lab::soak`].
+    /// Run a soak instead of the comparison: see [`crate::soak`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub soak: Option<SoakSpec>,
 }
@@ -98,7 +98,7 @@ const MAX_DURATION: f64 = 86_400.0;
 
 /// The scenario `mptun lab` runs without `--scenario`: three equal paths of
 /// 100 Mbit/s and 10 ms RTT (`configs/lab/equal.toml`).
-pub const DEFAULT_SCENARIO: &str = include_str!("../../../../configs/lab/equal.toml");
+pub const DEFAULT_SCENARIO: &str = include_str!("../../../configs/lab/equal.toml");
 
 impl Scenario {
     /// Parse and check scenario text; `name` is used in errors.

@@ -8,7 +8,7 @@ use anyhow::{anyhow, Context};
 use plotters::prelude::*;
 use plotters::style::{register_font, FontStyle};
 
-use super::run::LabReport;
+use crate::run::LabReport;
 
 /// Fonts tried in turn; plotters draws text with a font it is handed.
 const FONTS: [&str; 3] = [

@@ -11,8 +11,8 @@ use std::fmt::Write as _;
 use mptun_netem::model::SplitMix64;
 use serde::Serialize;
 
-use super::run::{LabOptions, LabReport, SystemResult};
-use super::scenario::{Event, PathSpec, Scenario};
+use crate::run::{LabOptions, LabReport, SystemResult};
+use crate::scenario::{Event, PathSpec, Scenario};
 
 /// Seconds of each flow in a sweep.
 const DURATION_S: f64 = 10.0;
@@ -307,7 +307,7 @@ pub fn run(
             json: true,
             mptun_exe: base.mptun_exe.clone(),
         };
-        let report = super::run::run(&options)?;
+        let report = crate::run::run(&options)?;
         let result = SweepResult::of(number, &report);
         progress(&render_line(&result));
         results.push(result);

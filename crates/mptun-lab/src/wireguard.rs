@@ -15,7 +15,7 @@ use anyhow::{anyhow, bail, Context};
 use mptun_netem::topology::Topology;
 use mptun_wg::keys;
 
-use super::sites::genkey;
+use crate::sites::genkey;
 
 /// Where wireguard-go puts its control sockets.
 const UAPI_DIR: &str = "/var/run/wireguard";
