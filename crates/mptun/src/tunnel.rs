@@ -331,13 +331,18 @@ impl Tunnel {
                 new.interface.fwmark,
             )?);
         }
-        for n in new.paths.len()..old.paths.len() {
-            self.driver.stop_path(PathId(n as u8)).await;
-            info!(path = %PathId(n as u8), "path removed");
+        let retired: Vec<PathId> = (new.paths.len()..old.paths.len())
+            .map(|n| PathId(n as u8))
+            .collect();
+        self.driver.close_paths(retired.clone()).await;
+        for id in retired {
+            self.driver.stop_path(id).await;
+            info!(path = %id, "path removed");
         }
         self.driver.set_session_config(&new);
         for &n in &changed {
             let id = PathId(n as u8);
+            self.driver.close_paths(vec![id]).await;
             self.driver.stop_path(id).await;
             let socket = bind_path_socket(id, &new.paths[n], new.interface.fwmark)?;
             let opened = self.driver.start_path(id, socket, &new.paths[n])?;

@@ -143,8 +143,8 @@ impl<T: TunDevice> EndpointTask<T> {
     /// those given new workers, spread by its weights.
     fn apply(&mut self, change: Reconfigure) {
         let now = now();
-        for i in change.config.paths.len()..self.config.paths.len() {
-            self.endpoint.set_session(now, PathId(i as u8), false);
+        for &id in &change.closing {
+            self.endpoint.set_session(now, id, false);
         }
         for (id, to_path, info) in change.opened {
             self.endpoint.set_session(now, id, false);
@@ -161,9 +161,14 @@ impl<T: TunDevice> EndpointTask<T> {
                 self.paths.push(info);
             }
         }
-        self.endpoint
-            .set_policy(super::scheduling_policy(&change.config));
-        self.config = change.config;
+        if let Some(config) = change.config {
+            for i in config.paths.len()..self.config.paths.len() {
+                self.endpoint.set_session(now, PathId(i as u8), false);
+            }
+            self.endpoint.set_policy(super::scheduling_policy(&config));
+            self.config = config;
+        }
+        let _ = change.applied.send(());
     }
 
     /// A TUN read failed: wait a little and carry on, unless it has failed

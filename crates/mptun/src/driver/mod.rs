@@ -197,10 +197,30 @@ impl Driver {
         }
     }
 
+    /// Have the endpoint task stop sending on `paths`, before their workers
+    /// are stopped, so that no packet is handed to a worker going away.
+    pub async fn close_paths(&self, paths: Vec<PathId>) {
+        self.send(paths, None, Vec::new()).await;
+    }
+
     /// Hand the endpoint task a reloaded config and the workers started for
     /// it.
     pub async fn reconfigure(&self, config: Arc<Config>, opened: Vec<Opened>) {
-        let _ = self.reconfigure.send(Reconfigure { config, opened }).await;
+        self.send(Vec::new(), Some(config), opened).await;
+    }
+
+    /// Send a change to the endpoint task and wait until it is taken.
+    async fn send(&self, closing: Vec<PathId>, config: Option<Arc<Config>>, opened: Vec<Opened>) {
+        let (applied, taken) = oneshot::channel();
+        let change = Reconfigure {
+            closing,
+            config,
+            opened,
+            applied,
+        };
+        if self.reconfigure.send(change).await.is_ok() {
+            let _ = taken.await;
+        }
     }
 
     /// The sessions' settings for a config (the same on every path).

@@ -97,13 +97,18 @@ pub(crate) enum ToPath {
     Rehandshake,
 }
 
-/// From the tunnel to the endpoint task: the config changed (a reload).
-/// Paths past the new config's last are retired (their workers are gone).
+/// From the tunnel to the endpoint task, during a reload.
 pub(crate) struct Reconfigure {
-    pub config: Arc<Config>,
+    /// Paths to stop using at once: their workers are about to stop.
+    pub closing: Vec<PathId>,
+    /// The new config, once the workers for it run; paths past its last
+    /// are retired.
+    pub config: Option<Arc<Config>>,
     /// Paths given a new worker, added or changed in place: the queue to
     /// it and what it publishes.
     pub opened: Vec<(PathId, tokio::sync::mpsc::Sender<ToPath>, Arc<PathInfo>)>,
+    /// Answered once the endpoint task has taken the change.
+    pub applied: tokio::sync::oneshot::Sender<()>,
 }
 
 /// From a path's worker to the endpoint task.

@@ -26,6 +26,10 @@ fn addr(site: u8, path: usize) -> SocketAddr {
 
 /// Site 1 initiates (it has endpoints), site 2 responds.
 fn config(site: u8) -> Config {
+    config_with_paths(site, PATHS)
+}
+
+fn config_with_paths(site: u8, paths: usize) -> Config {
     let (own, peer) = if site == 1 { (1, 2) } else { (2, 1) };
     let mut text = format!(
         "[interface]\nprivate-key = \"{}\"\naddress = [\"10.77.0.{own}/24\"]\ntable = \"off\"\n\
@@ -33,7 +37,7 @@ fn config(site: u8) -> Config {
         keys::encode_key(&key(own)),
         keys::encode_key(&keys::public_key(&key(peer))),
     );
-    for path in 0..PATHS {
+    for path in 0..paths {
         text += &format!("[[path]]\nlisten-port = {}\n", 5000 + path);
         if site == 1 {
             text += &format!("endpoint = \"{}\"\n", addr(2, path));
@@ -277,4 +281,64 @@ async fn an_endpoint_name_is_looked_up_again_while_its_path_is_down() {
         status(&a).await.paths[0].endpoint.as_deref(),
         Some("127.0.0.1:5000")
     );
+}
+
+/// Add path 2 to both sites, as a reload does.
+async fn add_third_path(net: &Arc<FakeNet>, site: &mut Site, n: u8) {
+    let config = Arc::new(config_with_paths(n, 3));
+    let socket = net.socket(addr(n, 2));
+    let opened = site
+        .driver
+        .start_path(PathId(2), socket, &config.paths[2])
+        .expect("start path 2");
+    site.driver.reconfigure(config, vec![opened]).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn paths_added_and_removed_live_carry_the_flow_in_order() {
+    let net = Arc::new(FakeNet::default());
+    let mut a = site_with(&net, 1, config_with_paths(1, 2)).await;
+    let mut b = site_with(&net, 2, config_with_paths(2, 2)).await;
+    all_up(&a, &b).await;
+    add_third_path(&net, &mut b, 2).await;
+    add_third_path(&net, &mut a, 1).await;
+    all_up(&a, &b).await;
+    assert_eq!(status(&a).await.paths.len(), 3);
+    for n in 0..3000 {
+        a.tun.inject.send(packet(A, B, n)).expect("inject");
+    }
+    assert_in_order(&received(&mut b, 3000).await, 3000);
+    assert!(
+        status(&a).await.paths[2].tx_packets > 0,
+        "the new path carried nothing"
+    );
+
+    // And removed again: closed, its worker stopped, the config shorter.
+    for (site, n) in [(&mut a, 1), (&mut b, 2)] {
+        site.driver.close_paths(vec![PathId(2)]).await;
+        site.driver.stop_path(PathId(2)).await;
+        site.driver
+            .reconfigure(Arc::new(config_with_paths(n, 2)), Vec::new())
+            .await;
+    }
+    let sent_before = status(&a)
+        .await
+        .paths
+        .iter()
+        .map(|p| p.tx_packets)
+        .sum::<u64>();
+    for n in 3000..6000 {
+        a.tun.inject.send(packet(A, B, n)).expect("inject");
+    }
+    let got = received(&mut b, 3000).await;
+    assert_eq!(got.len(), 3000);
+    assert!(
+        got.iter().copied().eq(3000..6000),
+        "out of order after removal"
+    );
+    let sa = status(&a).await;
+    assert_eq!(sa.paths.len(), 2);
+    let sent_after: u64 = sa.paths.iter().map(|p| p.tx_packets).sum();
+    assert!(sent_after >= sent_before + 3000);
+    assert_eq!(sa.tun.dropped_path_queue_full, 0, "{:?}", sa.tun);
 }
