@@ -78,7 +78,8 @@ enum Command {
     Show {
         /// Interface name.
         interface: Option<String>,
-        /// Print the raw status as JSON (with a schema version).
+        /// Print the raw status as JSON (with a schema version): an object
+        /// for the tunnel named, a list without a name.
         #[arg(long, conflicts_with = "dump")]
         json: bool,
         /// One tab-separated line per path, for scripts, like `wg show all
@@ -304,10 +305,10 @@ fn show(interface: Option<&str>, json: bool, dump: bool) -> anyhow::Result<()> {
     if dump {
         print!("{}", mptun::status::render_dump(&statuses));
     } else if json {
-        // One object for one tunnel, as before; a list for several.
-        match statuses.as_slice() {
-            [one] => println!("{}", serde_json::to_string_pretty(one)?),
-            all => println!("{}", serde_json::to_string_pretty(all)?),
+        // The tunnel named, or a list of every tunnel.
+        match (interface, statuses.as_slice()) {
+            (Some(_), [one]) => println!("{}", serde_json::to_string_pretty(one)?),
+            (_, all) => println!("{}", serde_json::to_string_pretty(all)?),
         }
     } else {
         let texts: Vec<String> = statuses.iter().map(mptun::status::render).collect();
