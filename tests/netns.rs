@@ -694,6 +694,139 @@ fn metrics_are_openmetrics_and_count_the_traffic() {
     );
 }
 
+/// Two wg-quick tunnels per site as an ECMP setup writes them (same keys,
+/// ports 5000 and 5001, `Table = off` on the second), imported with
+/// `mptun import` on both sites: one tunnel that stripes one TCP flow over
+/// both paths.
+#[test]
+fn wg_quick_configs_imported_on_both_sites_stripe_one_flow() {
+    let Some((_machine, topo)) = take_lab() else {
+        return;
+    };
+    let exe = &mptun_lab::mptun_exe().expect("the mptun program");
+    let key = || {
+        let out = Command::new(exe).arg("genkey").output().expect("genkey");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let public = |private: &str| {
+        let key = mptun_wg::keys::decode_key(private).expect("key");
+        mptun_wg::keys::encode_key(&mptun_wg::keys::public_key(&key))
+    };
+    let (key_a, key_b) = (key(), key());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let wg_quick = |site: &str, key: &str, peer: &str, n: usize, endpoint: Option<String>| {
+        let port = 5000 + n as u16;
+        let host = if site == "a" { 1 } else { 2 };
+        let mut text = format!(
+            "[Interface]\nPrivateKey = {key}\nListenPort = {port}\nAddress = 10.66.{n}.{host}/24\n"
+        );
+        if n == 1 {
+            text.push_str("Table = off\n");
+        }
+        text.push_str(&format!(
+            "\n[Peer]\nPublicKey = {}\nAllowedIPs = 10.66.0.0/24, 10.66.1.0/24\n",
+            public(peer)
+        ));
+        if let Some(endpoint) = endpoint {
+            text.push_str(&format!(
+                "Endpoint = {endpoint}\nPersistentKeepalive = 10\n"
+            ));
+        }
+        let path = dir.path().join(format!("{site}-wg{n}.conf"));
+        std::fs::write(&path, text).expect("write");
+        path
+    };
+    let import = |files: Vec<std::path::PathBuf>| {
+        let out = Command::new(exe)
+            .arg("import")
+            .args(&files)
+            .output()
+            .expect("import");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let site_a = import(
+        (0..2)
+            .map(|n| {
+                wg_quick(
+                    "a",
+                    &key_a,
+                    &key_b,
+                    n,
+                    Some(format!("{}:{}", topo.addr_b(n + 1), 5000 + n)),
+                )
+            })
+            .collect(),
+    );
+    let site_b = import(
+        (0..2)
+            .map(|n| wg_quick("b", &key_b, &key_a, n, None))
+            .collect(),
+    );
+    let sites = Sites::start_with_configs(exe, &topo, "mptun0", 2, (&site_a, &site_b))
+        .expect("both sites up from the imported configs");
+    let (ns_a, ns_b) = (topo.ns_a(), topo.ns_b());
+    let tcp = Iperf {
+        server_addr: "10.66.0.2".to_string(),
+        ..one_path_args(&ns_a, &ns_b)
+    }
+    .tcp()
+    .expect("iperf3 through the imported tunnel");
+    let a = sites.status(Site::A).expect("status");
+    let total: u64 = a.paths.iter().map(|p| p.tx_bytes).sum();
+    eprintln!(
+        "imported tunnel: {:.1} Mbit/s; path shares {:?}",
+        tcp.goodput_mbps,
+        a.paths
+            .iter()
+            .map(|p| p.tx_bytes as f64 / total as f64)
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(a.paths.len(), 2);
+    for p in &a.paths {
+        assert!(
+            p.tx_bytes as f64 > 0.2 * total as f64,
+            "path {} carried too little",
+            p.id
+        );
+    }
+    assert!(tcp.goodput_mbps > RATE_MBIT * 1.2, "{tcp:?}");
+}
+
+/// Under systemd (`Type=notify`): READY=1 once the tunnel is up, STOPPING=1
+/// when it is told to stop.
+#[test]
+fn the_service_manager_hears_ready_and_stopping() {
+    let Some((_machine, topo)) = take_lab() else {
+        return;
+    };
+    let exe = &mptun_lab::mptun_exe().expect("the mptun program");
+    let mut sites = Sites::start(exe, &topo, &SiteLayout::all_paths(&topo)).expect("sites");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("notify");
+    let manager = std::os::unix::net::UnixDatagram::bind(&path).expect("bind");
+    manager
+        .set_read_timeout(Some(Duration::from_secs(15)))
+        .expect("timeout");
+    sites.set_env("NOTIFY_SOCKET", path.to_str().expect("path"));
+    sites.restart(Site::A).expect("restart A under the manager");
+    let mut buf = [0u8; 256];
+    let n = manager.recv(&mut buf).expect("READY=1 within 15 s");
+    let ready = String::from_utf8_lossy(&buf[..n]).to_string();
+    assert!(ready.starts_with("READY=1"), "{ready}");
+    assert!(
+        link_exists(&topo.ns_a(), "mptun0"),
+        "ready before the TUN device"
+    );
+    assert!(sites.stop(Site::A).expect("stop").success());
+    let n = manager.recv(&mut buf).expect("STOPPING=1");
+    assert_eq!(&buf[..n], b"STOPPING=1");
+}
+
 /// The benchmark behind issue 2's bar, run by hand (release build, root):
 /// `cargo test --release -p mptun-lab --test netns -- --ignored --nocapture`.
 /// Three paths shaped to 200 Mbit/s; one TCP flow through mptun against

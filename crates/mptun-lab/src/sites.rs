@@ -70,6 +70,8 @@ pub struct Sites {
     paths: usize,
     /// Private keys of site A and site B.
     keys: ([u8; 32], [u8; 32]),
+    /// Environment given to the daemons started from now on.
+    env: Vec<(String, String)>,
     a: Option<Child>,
     b: Option<Child>,
 }
@@ -114,23 +116,58 @@ impl Sites {
     /// Write configs for both sites (keys freshly generated), start `exe up`
     /// in both site namespaces and wait until every path is up on both.
     pub fn start(exe: &Path, topo: &Topology, layout: &SiteLayout) -> anyhow::Result<Sites> {
-        let dir = work_dir(topo, layout)?;
-        let mut sites = Sites {
-            exe: exe.to_path_buf(),
-            dir,
-            name: layout.name.clone(),
-            ns_a: topo.ns_a(),
-            ns_b: topo.ns_b(),
-            paths: layout.paths.len(),
-            keys: (genkey()?, genkey()?),
-            a: None,
-            b: None,
-        };
+        let mut sites = Sites::new(exe, topo, layout)?;
         sites.write_configs(topo, layout)?;
         sites.launch(Site::B)?;
         sites.launch(Site::A)?;
         sites.wait_up(Duration::from_secs(15))?;
         Ok(sites)
+    }
+
+    /// Sites for `layout` with fresh keys, nothing written or started.
+    fn new(exe: &Path, topo: &Topology, layout: &SiteLayout) -> anyhow::Result<Sites> {
+        Ok(Sites {
+            exe: exe.to_path_buf(),
+            dir: work_dir(topo, layout)?,
+            name: layout.name.clone(),
+            ns_a: topo.ns_a(),
+            ns_b: topo.ns_b(),
+            paths: layout.paths.len(),
+            keys: (genkey()?, genkey()?),
+            env: Vec::new(),
+            a: None,
+            b: None,
+        })
+    }
+
+    /// Start `exe up` on both sites with configs written elsewhere (for
+    /// interface `name`, with `paths` paths), and wait until every path is
+    /// up on both.
+    pub fn start_with_configs(
+        exe: &Path,
+        topo: &Topology,
+        name: &str,
+        paths: usize,
+        configs: (&str, &str),
+    ) -> anyhow::Result<Sites> {
+        let layout = SiteLayout {
+            name: name.to_string(),
+            paths: (1..=paths).collect(),
+            ..SiteLayout::all_paths(topo)
+        };
+        let mut sites = Sites::new(exe, topo, &layout)?;
+        sites.write_config(Site::A, configs.0)?;
+        sites.write_config(Site::B, configs.1)?;
+        sites.launch(Site::B)?;
+        sites.launch(Site::A)?;
+        sites.wait_up(Duration::from_secs(15))?;
+        Ok(sites)
+    }
+
+    /// Give the daemons started from now on `key=value` in their
+    /// environment.
+    pub fn set_env(&mut self, key: &str, value: &str) {
+        self.env.push((key.to_string(), value.to_string()));
     }
 
     /// Write both sites' configs for `layout`.
@@ -255,6 +292,7 @@ impl Sites {
             .arg(&self.exe)
             .arg("up")
             .arg(self.config_path(site))
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)
