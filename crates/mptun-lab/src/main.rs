@@ -13,7 +13,8 @@ use clap::Parser;
 #[derive(Parser)]
 #[command(name = "mptun-lab", version, long_about = None)]
 struct Lab {
-    /// Scenario file (see configs/lab/).
+    /// Scenario file (see configs/lab/); one with a [soak] table runs the
+    /// soak (configs/lab/soak.toml).
     #[arg(long)]
     scenario: Option<PathBuf>,
     /// Also measure each path alone, the best path alone, one WireGuard
