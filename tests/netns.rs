@@ -684,8 +684,24 @@ fn metrics_are_openmetrics_and_count_the_traffic() {
         }
         assert_eq!(sample(&after, &format!("mptun_path_up{labels}")), 1.0);
     }
-    assert!(sample(&after, "mptun_reorder_hold_seconds_count{interface=mptun0}") > 0.0);
     let b = parse_openmetrics(&scrape(&ns_b, 9586));
+    // B receives the striped data: its reorder buffer held some of it, and
+    // the hold-time histogram counts them, bucket by bucket up to +Inf.
+    let iface = "interface=mptun0";
+    let held = sample(&b, &format!("mptun_reorder_hold_seconds_count{{{iface}}}"));
+    assert!(held > 0.0, "B held nothing of a striped flow");
+    let mut below = 0.0;
+    for le in [
+        "0.001", "0.002", "0.005", "0.01", "0.02", "0.05", "0.1", "0.2", "+Inf",
+    ] {
+        let n = sample(
+            &b,
+            &format!("mptun_reorder_hold_seconds_bucket{{{iface},le={le}}}"),
+        );
+        assert!(n >= below, "bucket le={le} below the one before");
+        below = n;
+    }
+    assert_eq!(below, held, "+Inf bucket against the count");
     assert!(
         sample(
             &b,
