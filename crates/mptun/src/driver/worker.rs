@@ -180,13 +180,7 @@ impl<S: PathSocket> PathWorker<S> {
         let to = to.or(state.endpoint.map(|e| destination(local, e)));
         for reply in state.replies.drain(..) {
             if let Some(to) = to {
-                let c = &self.info().counters;
-                if self.socket.send(to, &reply, reply.len()).await.is_err() {
-                    c.send_errors.add(1);
-                } else {
-                    c.tx_datagrams.add(1);
-                    c.tx_datagram_bytes.add(reply.len() as u64);
-                }
+                self.send_counted(to, &reply, reply.len(), 1).await;
             }
         }
     }
@@ -236,15 +230,28 @@ impl<S: PathSocket> PathWorker<S> {
     async fn send_run(&self, state: &State, run: &mut SealedRun, to: SocketAddr) {
         if run.count > 0 {
             let contents = &state.sealed[run.start..run.end];
-            let c = &self.info().counters;
-            if self.socket.send(to, contents, run.segment).await.is_err() {
-                c.send_errors.add(1);
-            } else {
-                c.tx_datagrams.add(run.count as u64);
-                c.tx_datagram_bytes.add(contents.len() as u64);
-            }
+            self.send_counted(to, contents, run.segment, run.count)
+                .await;
         }
         *run = SealedRun::default();
+    }
+
+    /// Send `datagrams` datagrams of `segment` bytes (the last may be
+    /// shorter) in `contents`, and count them or the failure.
+    async fn send_counted(
+        &self,
+        to: SocketAddr,
+        contents: &[u8],
+        segment: usize,
+        datagrams: usize,
+    ) {
+        let c = &self.info().counters;
+        if self.socket.send(to, contents, segment).await.is_err() {
+            c.send_errors.add(1);
+        } else {
+            c.tx_datagrams.add(datagrams as u64);
+            c.tx_datagram_bytes.add(contents.len() as u64);
+        }
     }
 
     /// Open every datagram received and hand the plaintexts to the endpoint
@@ -255,10 +262,11 @@ impl<S: PathSocket> PathWorker<S> {
         let room = self.buf_capacity.saturating_sub(HEADROOM);
         for (buf, m) in bufs.iter().zip(meta) {
             let from = SocketAddr::new(m.from.ip().to_canonical(), m.from.port());
-            for datagram in buf[..m.len].chunks(m.stride.max(1)) {
-                let c = &self.info().counters;
-                c.rx_datagrams.add(1);
-                c.rx_datagram_bytes.add(datagram.len() as u64);
+            let stride = m.stride.max(1);
+            let c = &self.info().counters;
+            c.rx_datagrams.add(m.len.div_ceil(stride) as u64);
+            c.rx_datagram_bytes.add(m.len as u64);
+            for datagram in buf[..m.len].chunks(stride) {
                 let mut plaintext = state.pool.take(HEADROOM);
                 let out = plaintext.room(HEADROOM, room.max(datagram.len()));
                 let result = self
