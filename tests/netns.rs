@@ -86,6 +86,21 @@ fn tx_queue_len(ns: &str, dev: &str) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
+/// SIGTERM both sites: each exits 0 and leaves no TUN device or route.
+fn stop_cleanly(sites: &mut Sites) {
+    for site in [Site::A, Site::B] {
+        let status = sites.stop(site).expect("stop");
+        assert!(status.success(), "{site:?} exited with {status}");
+        let ns = sites.ns(site).to_string();
+        assert!(!link_exists(&ns, "mptun0"), "{site:?}: mptun0 left behind");
+        assert_eq!(
+            routes_via(&ns, "mptun0"),
+            "",
+            "{site:?}: routes left behind"
+        );
+    }
+}
+
 fn routes_via(ns: &str, dev: &str) -> String {
     let out = Command::new("ip")
         .args(["-n", ns, "route", "show", "dev", dev])
@@ -178,17 +193,7 @@ fn one_tcp_flow_uses_every_path_in_order_and_teardown_is_clean() {
     assert!((udp.lost as f64) < udp.packets as f64 * 0.01, "{udp:?}");
 
     // SIGTERM: exit 0, no TUN device or route left behind.
-    for site in [Site::A, Site::B] {
-        let status = sites.stop(site).expect("stop");
-        assert!(status.success(), "{site:?} exited with {status}");
-        let ns = sites.ns(site).to_string();
-        assert!(!link_exists(&ns, "mptun0"), "{site:?}: mptun0 left behind");
-        assert_eq!(
-            routes_via(&ns, "mptun0"),
-            "",
-            "{site:?}: routes left behind"
-        );
-    }
+    stop_cleanly(&mut sites);
 }
 
 fn one_path_args<'a>(ns_a: &'a str, ns_b: &'a str) -> Iperf<'a> {
@@ -310,17 +315,7 @@ fn a_daemon_given_a_user_drops_root_after_setup() {
         .status(Site::A)
         .expect("mptun show trusts the daemon's user");
     assert!(a.paths.iter().all(|p| p.up));
-    for site in [Site::A, Site::B] {
-        let status = sites.stop(site).expect("stop");
-        assert!(status.success(), "{site:?} exited with {status}");
-        let ns = sites.ns(site).to_string();
-        assert!(!link_exists(&ns, "mptun0"), "{site:?}: mptun0 left behind");
-        assert_eq!(
-            routes_via(&ns, "mptun0"),
-            "",
-            "{site:?}: routes left behind"
-        );
-    }
+    stop_cleanly(&mut sites);
 }
 
 /// A flood at every path port of both sites, as fast as one core sends it:
@@ -387,12 +382,20 @@ fn a_flood_of_replays_forgeries_and_garbage_costs_the_flow_little() {
         "captured no handshake initiation"
     );
     assert!(plan.cookie_replies() > 0);
-    let rss_before: Vec<u64> = sites.pids().into_iter().map(flood::rss_kib).collect();
+    let rss_before: Vec<u64> = sites
+        .pids()
+        .into_iter()
+        .map(|pid| mptun_lab::soak::rss_kib(pid).unwrap_or(0))
+        .collect();
 
     let attack = flood::Flood::start(&ns_a, &ns_b, plan);
     let flooded = through.tcp().expect("iperf3 under the flood");
     let sent = attack.stop();
-    let rss_after: Vec<u64> = sites.pids().into_iter().map(flood::rss_kib).collect();
+    let rss_after: Vec<u64> = sites
+        .pids()
+        .into_iter()
+        .map(|pid| mptun_lab::soak::rss_kib(pid).unwrap_or(0))
+        .collect();
     let (numbers_sent, numbers_received, twice) = numbered.stop();
 
     let ratio = flooded.goodput_mbps / clean.goodput_mbps;

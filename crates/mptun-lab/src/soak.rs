@@ -330,7 +330,8 @@ fn tick(
     ticks
 }
 
-fn rss_kib(pid: u32) -> Option<u64> {
+/// Resident memory of process `pid`, KiB.
+pub fn rss_kib(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     status
         .lines()

@@ -101,6 +101,17 @@ fn parse(text: &str, file: &str) -> anyhow::Result<WgQuick> {
     Ok(conf)
 }
 
+/// The values of `all` in order, each once.
+fn unique<'a>(all: impl Iterator<Item = &'a String>) -> Vec<&'a String> {
+    let mut seen = Vec::new();
+    for value in all {
+        if !seen.contains(&value) {
+            seen.push(value);
+        }
+    }
+    seen
+}
+
 /// Read wg-quick configs, one per tunnel to the same peer with the same
 /// private key, and return one mptun config (TOML) with a path per tunnel.
 pub fn import(files: &[(String, String)]) -> anyhow::Result<String> {
@@ -153,12 +164,7 @@ pub fn import(files: &[(String, String)]) -> anyhow::Result<String> {
         "private-key = {:?}",
         first.private_key.as_deref().unwrap_or_default()
     );
-    let mut addresses: Vec<&String> = Vec::new();
-    for a in confs.iter().flat_map(|c| &c.addresses) {
-        if !addresses.contains(&a) {
-            addresses.push(a);
-        }
-    }
+    let addresses = unique(confs.iter().flat_map(|c| &c.addresses));
     let _ = writeln!(o, "address = {addresses:?}");
     let mtus: Vec<u32> = confs
         .iter()
@@ -197,12 +203,7 @@ pub fn import(files: &[(String, String)]) -> anyhow::Result<String> {
     if let Some(psk) = &peer.preshared_key {
         let _ = writeln!(o, "preshared-key = {psk:?}");
     }
-    let mut allowed: Vec<&String> = Vec::new();
-    for a in confs.iter().flat_map(|c| &c.peers[0].allowed_ips) {
-        if !allowed.contains(&a) {
-            allowed.push(a);
-        }
-    }
+    let allowed = unique(confs.iter().flat_map(|c| &c.peers[0].allowed_ips));
     let _ = writeln!(o, "allowed-ips = {allowed:?}");
     if let Some(keepalive) = confs
         .iter()

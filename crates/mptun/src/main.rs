@@ -128,22 +128,22 @@ fn main() -> ExitCode {
     }
 }
 
-fn genkey() -> anyhow::Result<()> {
+/// 32 bytes from the OS's random number generator.
+fn random_key_bytes() -> anyhow::Result<[u8; 32]> {
     let mut bytes = [0u8; 32];
     getrandom::getrandom(&mut bytes)
         .map_err(|e| anyhow::anyhow!("OS random number generator: {e}"))?;
-    println!(
-        "{}",
-        keys::encode_key(&keys::private_key_from_random(bytes))
-    );
+    Ok(bytes)
+}
+
+fn genkey() -> anyhow::Result<()> {
+    let private = keys::private_key_from_random(random_key_bytes()?);
+    println!("{}", keys::encode_key(&private));
     Ok(())
 }
 
 fn genpsk() -> anyhow::Result<()> {
-    let mut bytes = [0u8; 32];
-    getrandom::getrandom(&mut bytes)
-        .map_err(|e| anyhow::anyhow!("OS random number generator: {e}"))?;
-    println!("{}", keys::encode_key(&bytes));
+    println!("{}", keys::encode_key(&random_key_bytes()?));
     Ok(())
 }
 
