@@ -7,10 +7,9 @@ use std::fmt::Write as _;
 use anyhow::Context;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, info};
 
-use crate::status::{PathStatus, Status, StatusRequest};
+use crate::status::{PathStatus, Snapshots, Status};
 
 /// Longest request head read, and how long a client may take to send it.
 const REQUEST_MAX: usize = 8 << 10;
@@ -31,12 +30,10 @@ impl Drop for MetricsServer {
 }
 
 impl MetricsServer {
-    /// Listen on `addr`; snapshots are asked of the endpoint task through
-    /// `requests`.
+    /// Listen on `addr`, answering with `snapshots`.
     pub async fn start(
         addr: std::net::SocketAddr,
-        requests: mpsc::Sender<StatusRequest>,
-        reloads: std::sync::Arc<std::sync::Mutex<crate::status::Reloads>>,
+        snapshots: Snapshots,
     ) -> anyhow::Result<MetricsServer> {
         let listener = TcpListener::bind(addr)
             .await
@@ -47,7 +44,7 @@ impl MetricsServer {
                 let Ok((mut stream, peer)) = listener.accept().await else {
                     continue;
                 };
-                let (requests, reloads) = (requests.clone(), reloads.clone());
+                let snapshots = snapshots.clone();
                 // One scrape at a time per connection, each on its own task,
                 // so a slow client holds up nobody.
                 tokio::spawn(async move {
@@ -58,15 +55,9 @@ impl MetricsServer {
                     };
                     let response = match head.split_whitespace().take(2).collect::<Vec<_>>()[..] {
                         ["GET", "/metrics"] => {
-                            let (reply, answer) = oneshot::channel();
-                            if requests.send(reply).await.is_err() {
-                                return;
-                            }
-                            let Ok(mut status) = answer.await else {
+                            let Some(status) = snapshots.take().await else {
                                 return;
                             };
-                            status.reloads =
-                                reloads.lock().unwrap_or_else(|p| p.into_inner()).clone();
                             http(200, "OK", CONTENT_TYPE, &render(&status))
                         }
                         ["GET", _] => http(404, "Not Found", "text/plain", "try /metrics\n"),

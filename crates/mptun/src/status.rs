@@ -322,6 +322,31 @@ pub(crate) fn state_name(state: PathState, echo_late: bool) -> &'static str {
 /// tunnel's state.
 pub(crate) type StatusRequest = oneshot::Sender<Status>;
 
+/// Where the status and metrics servers take their snapshots: the endpoint
+/// task's counters, completed with what the daemon knows of itself.
+#[derive(Clone)]
+pub(crate) struct Snapshots {
+    pub requests: mpsc::Sender<StatusRequest>,
+    pub reloads: std::sync::Arc<std::sync::Mutex<Reloads>>,
+}
+
+impl Snapshots {
+    /// Take one; `None` once the endpoint task is gone.
+    pub async fn take(&self) -> Option<Status> {
+        let (reply, answer) = oneshot::channel();
+        self.requests.send(reply).await.ok()?;
+        let mut status = answer.await.ok()?;
+        status.schema = SCHEMA;
+        status.pid = std::process::id();
+        status.reloads = self
+            .reloads
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        Some(status)
+    }
+}
+
 /// Serves status snapshots until dropped, then removes its socket.
 pub(crate) struct StatusServer {
     task: tokio::task::JoinHandle<()>,
@@ -329,13 +354,9 @@ pub(crate) struct StatusServer {
 }
 
 impl StatusServer {
-    /// Listen for `mptun show` on `name`'s socket; snapshots are asked of
-    /// the endpoint task through `requests`.
-    pub fn start(
-        name: &str,
-        requests: mpsc::Sender<StatusRequest>,
-        reloads: std::sync::Arc<std::sync::Mutex<Reloads>>,
-    ) -> anyhow::Result<StatusServer> {
+    /// Listen for `mptun show` on `name`'s socket, answering with
+    /// `snapshots`.
+    pub fn start(name: &str, snapshots: Snapshots) -> anyhow::Result<StatusServer> {
         check_socket_dir()?;
         let path = socket_path(name)?;
         if std::os::unix::net::UnixStream::connect(&path).is_ok() {
@@ -357,16 +378,9 @@ impl StatusServer {
                 if !trusted_peer(stream.peer_cred().map(|c| c.uid()), None) {
                     continue;
                 }
-                let (reply, answer) = oneshot::channel();
-                if requests.send(reply).await.is_err() {
-                    break;
-                }
-                let Ok(mut status) = answer.await else {
+                let Some(status) = snapshots.take().await else {
                     break;
                 };
-                status.schema = SCHEMA;
-                status.pid = std::process::id();
-                status.reloads = reloads.lock().unwrap_or_else(|p| p.into_inner()).clone();
                 match serde_json::to_vec(&status) {
                     Ok(bytes) => {
                         let _ = stream.write_all(&bytes).await;

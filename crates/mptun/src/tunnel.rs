@@ -227,11 +227,11 @@ impl Tunnel {
         let config = Arc::new(config);
         let driver = Driver::spawn(config.clone(), epoch, tun, mtu, sockets)?;
         let reloads = Arc::default();
-        let status = match crate::status::StatusServer::start(
-            &name,
-            driver.status.clone(),
-            Arc::clone(&reloads),
-        ) {
+        let snapshots = crate::status::Snapshots {
+            requests: driver.status.clone(),
+            reloads: Arc::clone(&reloads),
+        };
+        let status = match crate::status::StatusServer::start(&name, snapshots.clone()) {
             Ok(server) => Some(server),
             Err(e) => {
                 warn!(error = %format!("{e:#}"), "`mptun show` will not work");
@@ -239,14 +239,7 @@ impl Tunnel {
             }
         };
         let metrics = match config.interface.metrics_listen {
-            Some(addr) => Some(
-                crate::metrics::MetricsServer::start(
-                    addr,
-                    driver.status.clone(),
-                    Arc::clone(&reloads),
-                )
-                .await?,
-            ),
+            Some(addr) => Some(crate::metrics::MetricsServer::start(addr, snapshots).await?),
             None => None,
         };
         if let Some(user) = &user {

@@ -147,7 +147,6 @@ impl<T: TunDevice> EndpointTask<T> {
             self.endpoint.set_session(now, id, false);
         }
         for (id, to_path, info) in change.opened {
-            self.endpoint.set_session(now, id, false);
             if !self.endpoint.open_path(id) {
                 warn!(path = %id, "path not added: paths are added one past the last");
                 continue;
