@@ -358,14 +358,13 @@ impl PathTable {
             .iter()
             .position(|p| p.probes.next_at().is_some_and(|t| t <= now))?;
         let p = &mut self.paths[i];
-        let model_queue_us = p.model_queue_us(now);
         let interval = if p.probe_fast(now) {
             PROBE_BUSY
         } else {
             PROBE_IDLE
         };
         let sent_before = p.queue.sent_total();
-        let number = p.probes.send(now, interval, sent_before, model_queue_us);
+        let number = p.probes.send(now, interval, sent_before);
         let echo = p.peer_probes.to_echo();
         let probe = Probe {
             number,

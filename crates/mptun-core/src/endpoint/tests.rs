@@ -521,32 +521,6 @@ fn a_trickle_through_a_queue_does_not_pass_for_the_path_capacity() {
 }
 
 #[test]
-fn a_capacity_read_too_low_is_forgotten_when_probes_meet_no_queue() {
-    // Path 1's capacity was read at 8 Mbit/s (a trickle taken for a
-    // queue); it really drains whatever it is given, as its probes show.
-    let mut pair = Pair::new(&[5, 5]);
-    pair.run(0, 1000);
-    let at = pair.at(1000);
-    pair.a
-        .paths
-        .path_mut(PathId(1))
-        .delivery
-        .sample_capacity(at, 1e6);
-    let mut on_path_1 = 0;
-    for ms in 1000..1500u64 {
-        // 200 Mbit/s: more than path 0 is assumed to carry.
-        for _ in 0..20 {
-            let (path, _) = pair.send(pair.at(ms), 1250).unwrap();
-            if ms >= 1300 && path == PathId(1) {
-                on_path_1 += 1;
-            }
-        }
-        pair.run(ms, ms + 1);
-    }
-    assert!(on_path_1 >= 1200, "{on_path_1} of 4000 on path 1");
-}
-
-#[test]
 fn packets_sent_into_a_standing_queue_say_so() {
     // The receiver leaves a loss just before such a packet to the inner
     // flow; before the queue shows, and once it is gone, losses are repaired.

@@ -121,12 +121,6 @@ impl Delivery {
         self.capacity() * gain / 1e6
     }
 
-    /// Forget the capacity measured under a queue: it was read too low (a
-    /// probe met next to no queue where the model had one).
-    pub fn forget_capacity(&mut self) {
-        self.rate.reset();
-    }
-
     /// Return the loss of our data, smoothed, as a fraction.
     pub fn loss(&self) -> f64 {
         self.loss
@@ -163,12 +157,6 @@ impl Delivery {
     #[cfg(test)]
     pub fn set_loss(&mut self, loss: f64) {
         self.loss = loss;
-    }
-
-    /// Take a capacity sample, as if measured under a queue.
-    #[cfg(test)]
-    pub fn sample_capacity(&mut self, now: Instant, bytes_per_second: f64) {
-        self.rate.update(now, bytes_per_second);
     }
 
     /// Forget the peer's last report: it restarted, and its counters start

@@ -94,11 +94,6 @@ const ECHO_OVERDUE_MARGIN: Duration = Duration::from_millis(10);
 /// counted against the path, and left to the inner flow (its signal to
 /// slow down) rather than repaired.
 pub(crate) const CONGESTED_US: f64 = 10_000.0;
-/// Modelled queue above which a probe that meets under a quarter of it says
-/// the path's capacity is underestimated. Not less: behind a token bucket
-/// (tbf), bursts pass with no queue, and a lower bar forgets good capacity
-/// samples.
-const UNDERESTIMATED_QUEUE_US: f64 = 5000.0;
 /// Time a path must have been up before its loss is judged: the first
 /// moments of a flow overrun paths whose rate is not known yet, and those
 /// drops are no verdict on the path.
@@ -362,15 +357,6 @@ impl Path {
             return;
         };
         let met_us = self.owd_out.latest_queueing();
-        if probe.model_queue_us > UNDERESTIMATED_QUEUE_US && met_us < probe.model_queue_us / 4.0 {
-            // The model had a queue where the probe met next to none: the
-            // path drains faster than its capacity estimate. A low queued
-            // sample (say, a trickle read while the smoothed delay still
-            // showed a queue) would otherwise cap the path at what it was
-            // given, for the whole filter window. Forget such samples and
-            // probe upwards again.
-            self.delivery.forget_capacity();
-        }
         let rate = self.rate();
         self.queue
             .resync(now, rate, met_us, probe.at, probe.sent_before);

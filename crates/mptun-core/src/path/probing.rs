@@ -37,8 +37,6 @@ pub(crate) struct SentProbe {
     pub at: Instant,
     /// Data bytes sent on the path before it.
     pub sent_before: u64,
-    /// The modelled queue then, µs at the path's rate.
-    pub model_queue_us: f64,
 }
 
 /// Our probes on one path: when the next is due, and those not echoed yet.
@@ -96,13 +94,7 @@ impl OurProbes {
 
     /// Number and remember the probe sent at `now`, and schedule the next
     /// one `interval` later; return its number.
-    pub fn send(
-        &mut self,
-        now: Instant,
-        interval: Duration,
-        sent_before: u64,
-        model_queue_us: f64,
-    ) -> u32 {
+    pub fn send(&mut self, now: Instant, interval: Duration, sent_before: u64) -> u32 {
         // 0 stands for "none" in an echo: skipped when the numbers wrap.
         self.sent = self.sent.wrapping_add(1).max(1);
         if self.in_flight.len() == PROBES_REMEMBERED {
@@ -112,7 +104,6 @@ impl OurProbes {
             number: self.sent,
             at: now,
             sent_before,
-            model_queue_us,
         });
         self.next_at = Some(now + interval);
         self.interval = interval;
@@ -264,7 +255,7 @@ mod tests {
             last_echoed: u32::MAX - 2,
             ..OurProbes::default()
         };
-        let numbers: Vec<u32> = (0..3).map(|_| ours.send(t0, PROBE_BUSY, 0, 0.0)).collect();
+        let numbers: Vec<u32> = (0..3).map(|_| ours.send(t0, PROBE_BUSY, 0)).collect();
         // 0 stands for "none": skipped.
         assert_eq!(numbers, vec![u32::MAX, 1, 2]);
         assert!(ours.take_echo(u32::MAX));
