@@ -852,29 +852,29 @@ fn bare_window(seed: u64, spec: PathSpec, seconds: f64, changes: &[(f64, bool)])
 
 /// Run a bulk flow over `paths` through the tunnel, and straight over the
 /// best of them alone with no tunnel (the lab's "best path" row), and
-/// return the goodputs (Mbit/s) after the first `settle` seconds.
-fn bulk_against_best(name: &str, seed: u64, paths: &[PathSpec], best: usize) -> (f64, f64) {
+/// assert that the tunnel is at least 0.95 of it, in goodput after the
+/// first seconds.
+fn assert_bulk_reaches_the_best_path(name: &str, seed: u64, paths: &[PathSpec], best: usize) {
     const SECONDS: f64 = 20.0;
     const SETTLE: f64 = 5.0;
     let all = run(name, Sim::window(seed, paths, SECONDS));
     let alone = bare_window(seed, paths[best], SECONDS, &[]);
     let (all, alone) = (all.mbps(SETTLE, SECONDS), alone.mbps(SETTLE, SECONDS));
     eprintln!("{name}: {all:.1} Mbit/s over all paths, {alone:.1} over the best alone");
-    (all, alone)
+    assert!(
+        all >= 0.95 * alone,
+        "{name}: {all:.1} Mbit/s over {} paths, {alone:.1} over the best alone",
+        paths.len()
+    );
 }
 
 #[test]
-#[ignore = "fails today: 80 Mbit/s over both paths against 144 over the far one alone; the scheduler work of issue 14"]
 fn a_bulk_flow_uses_a_far_fast_path_beside_a_near_slow_one() {
     // 150 Mbit/s 15 ms further away than 40 Mbit/s: earliest arrival alone
     // fills the near path until its queue is 15 ms deep, and the flow,
     // backing off at its losses, never reaches the far one.
     let paths = [jittery(150.0, 50, 2, 0.0), jittery(40.0, 35, 2, 0.0)];
-    let (mptun, best) = bulk_against_best("near slow, far fast", 11, &paths, 0);
-    assert!(
-        mptun >= 0.95 * best,
-        "{mptun:.1} Mbit/s over both paths, {best:.1} over the best alone"
-    );
+    assert_bulk_reaches_the_best_path("near slow, far fast", 11, &paths, 0);
 }
 
 #[test]
@@ -885,11 +885,7 @@ fn a_bulk_flow_uses_the_biggest_path_among_four_unequal_ones() {
         jittery(10.0, 5, 0, 0.0),
         jittery(200.0, 35, 0, 0.0),
     ];
-    let (mptun, best) = bulk_against_best("four unequal", 12, &paths, 3);
-    assert!(
-        mptun >= 0.95 * best,
-        "{mptun:.1} Mbit/s over four paths, {best:.1} over the best alone"
-    );
+    assert_bulk_reaches_the_best_path("four unequal", 12, &paths, 3);
 }
 
 fn spec(rate_mbit: f64, delay_ms: f64, jitter_ms: f64, loss: f64) -> PathSpec {
@@ -913,11 +909,24 @@ fn a_big_path_a_little_further_away_is_not_starved_by_a_near_jittery_one() {
         spec(32.0, 38.5, 0.0, 0.0),
         spec(204.0, 35.5, 0.0, 0.0),
     ];
-    let (mptun, best) = bulk_against_best("near jittery, big further", 114, &paths, 3);
-    assert!(
-        mptun >= 0.95 * best,
-        "{mptun:.1} Mbit/s over four paths, {best:.1} over the best alone"
-    );
+    assert_bulk_reaches_the_best_path("near jittery, big further", 114, &paths, 3);
+}
+
+#[test]
+fn a_loss_at_one_path_s_queue_is_repaired_while_others_have_room() {
+    // Sweep seed 1, #10. The near paths fill first; losses at their
+    // queues are repaired on the paths with room rather than left to the
+    // inner flow, which would otherwise back off before the far 110 and
+    // 84 Mbit/s paths carry anything.
+    let paths = [
+        spec(29.0, 71.0, 0.0, 0.0),
+        spec(12.0, 7.0, 2.0, 0.018),
+        spec(110.0, 47.0, 1.0, 0.0),
+        spec(84.0, 40.0, 0.0, 0.0),
+        spec(7.0, 58.5, 0.0, 0.0),
+        spec(125.0, 17.0, 0.0, 0.0),
+    ];
+    assert_bulk_reaches_the_best_path("six, near ones small", 109, &paths, 5);
 }
 
 /// A lab sweep scenario, as the simulation runs it: its paths, and its cut
@@ -1020,7 +1029,7 @@ fn sweep_row(number: usize, seed: u64, scenario: &mptun_lab::scenario::Scenario)
 /// `SWEEP_SEED` and `SWEEP_COUNT` choose other draws, `SWEEP_ONLY=N` runs
 /// the Nth scenario alone.
 #[test]
-#[ignore = "fails today: seed 1, lowest 0.03 of the best path, median 0.45 and 10th percentile 0.09 of the sum; the scheduler work of issue 14"]
+#[ignore = "fails today: seed 1, lowest 0.04 of the best path, 10th percentile 0.35 of the sum, hold within the spread in 7%; the scheduler work of issue 14"]
 fn a_sweep_of_drawn_scenarios_never_falls_below_the_best_path() {
     let env = |name: &str, default: u64| {
         std::env::var(name)

@@ -48,7 +48,11 @@ const REHANDSHAKE_AFTER: Duration = Duration::from_secs(1);
 pub(crate) struct Charged {
     /// Its number on its path.
     pub path_seq: Seq,
-    /// Whether the path had a standing queue.
+    /// Whether the path had a standing queue, and so had every other
+    /// usable path: a loss at this queue is the inner flow's signal to slow
+    /// down. While another path has room, it is repaired there instead;
+    /// left to the inner flow, it would make the flow back off before it
+    /// reached the paths with room.
     pub congested: bool,
 }
 
@@ -239,15 +243,21 @@ impl PathTable {
 
     /// Account for a data packet of `len` bytes sent on `path` at `now`
     /// (a repair if `repair`); return its place on the path and whether it
-    /// went into a standing queue there.
+    /// went into a standing queue with no other path to take the load.
     pub fn charge(&mut self, now: Instant, path: PathId, len: usize, repair: bool) -> Charged {
+        let usable = self.usable();
+        let others_queued = usable
+            .iter()
+            .filter(|&o| o != path)
+            .all(|o| self.paths[o.index()].queueing_us() > CONGESTED_US);
         let p = &mut self.paths[path.index()];
+        let queued = p.queueing_us() > CONGESTED_US;
         let charged = Charged {
             path_seq: p.next_path_seq,
-            congested: p.queueing_us() > CONGESTED_US,
+            congested: queued && others_queued,
         };
         p.next_path_seq = p.next_path_seq.next();
-        if charged.congested {
+        if queued {
             p.delivery.sent_congested(charged.path_seq);
         }
         p.add_to_queue(now, len);

@@ -537,6 +537,26 @@ fn packets_sent_into_a_standing_queue_say_so() {
 }
 
 #[test]
+fn a_standing_queue_says_congested_only_when_no_other_path_has_room() {
+    // A loss at one path's queue while another path has room is repaired
+    // (on that one): left to the inner flow, it would make the flow back
+    // off before it ever reaches the path with room.
+    let mut pair = Pair::new(&[5, 40]);
+    pair.run(0, 1000);
+    let send = |pair: &mut Pair, ms: u64| pair.send(pair.at(ms), 1250).unwrap();
+    pair.delays[0] = Some(20 * MS); // 15 ms of queue: still sooner than path 1
+    pair.run(1000, 1200);
+    let (path, trailer) = send(&mut pair, 1200);
+    assert_eq!(path, PathId(0));
+    assert!(!trailer.congested, "path 1 has room");
+    pair.delays[1] = Some(60 * MS); // 20 ms of queue on path 1 too
+    pair.run(1200, 1400);
+    let (path, trailer) = send(&mut pair, 1400);
+    assert_eq!(path, PathId(0));
+    assert!(trailer.congested, "every path is queued");
+}
+
+#[test]
 fn traffic_leaves_a_silent_busy_path_long_before_it_is_down() {
     // Both sides send on both paths (data one way, its ACKs the other), so
     // both probe every 10 ms. A light flow may sit entirely on one path;

@@ -90,9 +90,9 @@ pub const DOWN_AFTER_MAX: Duration = Duration::from_millis(290);
 const BUSY_WINDOW: Duration = Duration::from_millis(100);
 /// Margin over the expected round trip before a probe's echo is overdue.
 const ECHO_OVERDUE_MARGIN: Duration = Duration::from_millis(10);
-/// Queueing delay above which losses are put down to congestion: not
-/// counted against the path, and left to the inner flow (its signal to
-/// slow down) rather than repaired.
+/// Queueing delay above which a path is congested: its losses are not
+/// counted against it, and when every path is congested they are left to
+/// the inner flow (its signal to slow down) rather than repaired.
 pub(crate) const CONGESTED_US: f64 = 10_000.0;
 /// Time a path must have been up before its loss is judged: the first
 /// moments of a flow overrun paths whose rate is not known yet, and those

@@ -5,8 +5,8 @@
 //! [`evidence`] each path's deliveries give, the [`repair`]s asked for, and
 //! the [`hold`], how long a gap that may only be late is waited for. A gap
 //! every path has delivered past is lost: asked for again while packets
-//! come densely (unless its path was congested: then the loss is the inner
-//! flow's signal), else released at once. Any other gap is released after
+//! come densely (unless every path was congested: then the loss is the
+//! inner flow's signal), else released at once. Any other gap is released after
 //! the hold.
 
 mod evidence;

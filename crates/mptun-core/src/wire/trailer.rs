@@ -30,9 +30,11 @@
 //! path delivers in the order it was sent.
 //!
 //! Flag C (congested) says the path had a standing queue when the packet
-//! was sent: a packet missing just before it on the same path was most
-//! likely dropped at that queue, and the receiver leaves such a loss to the
-//! inner flow instead of asking for it again (see [`crate::reorder`]).
+//! was sent, and so had every other path the sender could use: a packet
+//! missing just before it on the same path was most likely dropped at that
+//! queue, and the tunnel has no room left, so the receiver leaves such a
+//! loss to the inner flow instead of asking for it again (see
+//! [`crate::reorder`]).
 
 use super::{read_u32, WireError};
 use crate::path::PathSet;
@@ -86,7 +88,8 @@ pub struct Trailer {
     pub paths_in_use: PathSet,
     /// What the packet carries.
     pub kind: Kind,
-    /// The path had a standing queue when this was sent (flag C).
+    /// The path, and every other the sender could use, had a standing
+    /// queue when this was sent (flag C).
     pub congested: bool,
 }
 
