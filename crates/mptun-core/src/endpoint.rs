@@ -564,8 +564,10 @@ impl Endpoint {
         }
         let delivering = self.paths.still_delivering(now);
         let usable = self.paths.usable();
-        // The margin the receiver's repair wait has over the fastest round
-        // trip: a repair later than that may come after it gave up.
+        // A clean path's repair arriving more than this after the soonest
+        // path's gets a second copy on the soonest: the receiver waits a
+        // little longer than that (see `PathTable::repair_hint`), but what
+        // it holds meanwhile waits too.
         let margin_us = HOLD_FLOOR.as_secs_f64() * 1e6;
         for seq in nack.seqs() {
             let mut copy = self.pool.take(0);

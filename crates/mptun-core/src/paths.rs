@@ -36,9 +36,10 @@ const LOSS_SET_ASIDE: f64 = 0.1;
 pub(crate) const LOSS_CLEAN: f64 = 0.002;
 /// Packets a path must have carried before its loss is judged.
 const LOSS_MIN_PACKETS: u64 = 1000;
-/// Floor of the receiver's adaptive hold time, and margin of the repair
-/// time.
+/// Floor of the receiver's adaptive hold time.
 pub(crate) const HOLD_FLOOR: Duration = Duration::from_millis(2);
+/// Margin of the repair time over the fastest path's round trip.
+const REPAIR_MARGIN: Duration = Duration::from_millis(12);
 /// How long a path may stay down before a fresh WireGuard handshake is worth
 /// trying: the peer may have restarted and lost its session.
 const REHANDSHAKE_AFTER: Duration = Duration::from_secs(1);
@@ -471,18 +472,21 @@ impl PathTable {
     }
 
     /// Return how long a repair should take: a NACK to the peer and the
-    /// packet back, about a round trip of the fastest path (whose queue
-    /// towards us the resent packet waits in too), with margins; `None`
-    /// until a round trip is measured.
+    /// packet back, about a round trip of the fastest path, with margins;
+    /// `None` until a round trip is measured. The fixed margin is for the
+    /// route a repair really takes: a loss on the fastest path (the one a
+    /// flow's first burst overruns) is resent on another, a few ms further,
+    /// and a repair given up on just before it arrives is a loss the inner
+    /// flow sees.
     pub fn repair_hint(&self) -> Option<Duration> {
-        let fastest = self
+        let (srtt, rttvar) = self
             .paths
             .iter()
             .filter(|p| p.state() == PathState::Up)
             .filter_map(|p| Some((p.rtt.srtt_us()?, p.rtt.rttvar_us())))
             .min_by(|a, b| a.0.total_cmp(&b.0))?;
-        let us = 1.25 * fastest.0 + 4.0 * fastest.1;
-        Some(Duration::from_micros(us as u64) + HOLD_FLOOR)
+        let us = 1.5 * srtt + 4.0 * rttvar;
+        Some(Duration::from_micros(us as u64) + REPAIR_MARGIN)
     }
 
     /// Return the paths to send a NACK on: the two with the shortest round

@@ -318,8 +318,9 @@ fn a_repair_keeps_its_number_avoids_a_lossy_path_and_claims_no_path() {
     // NACKs go on the two paths with the shortest round trip.
     assert_eq!(pair.b.paths.nack_paths(), PathSet(0b101));
     let hint = pair.b.paths.repair_hint().unwrap();
-    // About a round trip of the fastest path (6 ms), with margins.
-    assert!(hint >= 7 * MS && hint <= 18 * MS, "{hint:?}");
+    // About a round trip of the fastest path (6 ms), with margins: a loss
+    // on it is resent on another, a little further.
+    assert!(hint >= 15 * MS && hint <= 30 * MS, "{hint:?}");
 }
 
 #[test]
