@@ -438,6 +438,7 @@ impl PathTable {
                 // do not count what the outage swallowed as the path's loss
                 // rate once it is back.
                 p.queue.clear();
+                p.queue_limit.reset();
                 p.delivery.forget_loss(true);
                 p.liveness.went_down(now);
                 self.set_state(i, PathState::Down, PathChange::Down { silent });

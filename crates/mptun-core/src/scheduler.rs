@@ -111,7 +111,9 @@ impl Scheduler {
 }
 
 /// Return the path among `candidates` where `len` bytes sent at `now`
-/// arrive soonest; a path over its cap only if every one is.
+/// arrive soonest; a path whose queue is as deep as when it overflowed
+/// only if every one is, and a path over its cap only if every one is
+/// that.
 fn earliest_arrival(
     paths: &mut [Path],
     now: Instant,
@@ -121,24 +123,21 @@ fn earliest_arrival(
     shares: &[f64],
 ) -> Option<PathId> {
     let base_min = base_min(paths);
-    let mut best: Option<(f64, PathId)> = None;
-    let mut capped_fallback: Option<(f64, PathId)> = None;
+    // (tier, arrival): the soonest arrival in the lowest tier wins.
+    let mut best: Option<((u8, f64), PathId)> = None;
     for path in candidates.iter() {
-        let arrival = arrival_us(&mut paths[path.index()], now, len, base_min);
+        let p = &mut paths[path.index()];
         let over_cap = caps.is_some_and(|c| {
             c.get(path.index())
                 .is_some_and(|&cap| shares.get(path.index()).is_some_and(|&s| s > cap))
         });
-        let slot = if over_cap {
-            &mut capped_fallback
-        } else {
-            &mut best
-        };
-        if slot.is_none_or(|(a, _)| arrival < a) {
-            *slot = Some((arrival, path));
+        let tier = if over_cap { 2 } else { u8::from(p.full(now)) };
+        let rank = (tier, arrival_us(p, now, len, base_min));
+        if best.is_none_or(|(r, _)| rank.0 < r.0 || (rank.0 == r.0 && rank.1 < r.1)) {
+            best = Some((rank, path));
         }
     }
-    best.or(capped_fallback).map(|(_, p)| p)
+    best.map(|(_, p)| p)
 }
 
 /// Return when `len` bytes sent on `p` at `now` arrive, µs after the

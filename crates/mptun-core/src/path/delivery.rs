@@ -23,6 +23,9 @@ const QUEUED_MIN_BYTES: u64 = 16 * 1024;
 /// the count swings with when the peer happened to read its sockets, and
 /// the windowed maximum of the samples overstates the path.
 const SAMPLE_SPAN_US: u64 = 80_000;
+/// Loss above twice a path's random loss, in a span with packets sent into
+/// a standing queue, that says the queue overflowed.
+const OVERFLOW_LOSS_MARGIN: f64 = 0.005;
 /// Weight of a loss sample of `n` packets: n / (n + this), so the estimate
 /// follows about the last few thousand packets.
 const LOSS_MEMORY_PACKETS: f64 = 2000.0;
@@ -166,14 +169,17 @@ impl Delivery {
     }
 
     /// Take the receive report in a probe that arrived at `now`; `queued_us`
-    /// is the path's queueing delay as the echoes measured it.
+    /// is the path's queueing delay as the echoes measured it. Return
+    /// whether packets sent into a standing queue were lost beyond the
+    /// path's random loss: its queue overflowed.
     pub fn handle_report(
         &mut self,
         now: Instant,
         probe: &Probe,
         queued_us: f64,
         context: LossContext,
-    ) {
+    ) -> bool {
+        let mut overflowed = false;
         let mut report = ReceiveReport::of(probe);
         if let Some(last) = self.last_report {
             if report.rx_bytes < last.rx_bytes || report.rx_packets < last.rx_packets {
@@ -183,10 +189,11 @@ impl Delivery {
                 report = last;
             } else {
                 self.sample_rate(now, &last, &report, queued_us);
-                self.sample_loss(&last, &report, context);
+                overflowed = self.sample_loss(&last, &report, context);
             }
         }
         self.last_report = Some(report);
+        overflowed
     }
 
     fn sample_rate(
@@ -212,7 +219,15 @@ impl Delivery {
         }
     }
 
-    fn sample_loss(&mut self, last: &ReceiveReport, report: &ReceiveReport, context: LossContext) {
+    /// Judge the loss over the span between two reports; return whether
+    /// packets sent into a standing queue were lost beyond the path's
+    /// random loss.
+    fn sample_loss(
+        &mut self,
+        last: &ReceiveReport,
+        report: &ReceiveReport,
+        context: LossContext,
+    ) -> bool {
         // Packets lost while the path was down are the outage's, not the
         // path's: count only from where sending resumed.
         let from = match self.resumed_at {
@@ -231,11 +246,17 @@ impl Delivery {
         // queue may be gone by the span's end (the inner flow backed off
         // after its drops).
         let sent_into_queue = self.last_congested.is_some_and(|c| from.is_before(c));
-        if expected > 0 && !context.congested && !sent_into_queue && context.settled {
-            let lost = expected.saturating_sub(got).max(0) as f64;
-            let w = expected as f64 / (expected as f64 + LOSS_MEMORY_PACKETS);
-            self.loss = self.loss * (1.0 - w) + (lost / expected as f64) * w;
-            self.judged_packets += expected as u64;
+        if expected <= 0 {
+            return false;
         }
+        let lost = expected.saturating_sub(got).max(0) as f64;
+        let fraction = lost / expected as f64;
+        if !context.congested && !sent_into_queue && context.settled {
+            let w = expected as f64 / (expected as f64 + LOSS_MEMORY_PACKETS);
+            self.loss = self.loss * (1.0 - w) + fraction * w;
+            self.judged_packets += expected as u64;
+            return false;
+        }
+        sent_into_queue && lost >= 2.0 && fraction > 2.0 * self.loss + OVERFLOW_LOSS_MARGIN
     }
 }

@@ -4,8 +4,9 @@
 //! [`Liveness`](liveness) (up, down, set aside, echo late),
 //! [`OurProbes`](probing) and [`PeerProbes`](probing) (probes and their
 //! echoes), round-trip and one-way delay [estimators], [`Delivery`](delivery)
-//! (rate and loss of our data as the peer reports it) and the
-//! [`QueueModel`](queue) the scheduler sends against. What needs several
+//! (rate and loss of our data as the peer reports it), the
+//! [`QueueModel`](queue) the scheduler sends against and the
+//! [`QueueLimit`](queue_limit) it fills the path to. What needs several
 //! paths at once (which paths data may use, which are clean) is in
 //! [`crate::paths`].
 
@@ -14,6 +15,7 @@ pub mod estimators;
 pub mod liveness;
 pub mod probing;
 pub mod queue;
+mod queue_limit;
 
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -24,6 +26,7 @@ use liveness::Liveness;
 pub use liveness::PathState;
 use probing::{OurProbes, PeerProbes, BASE_DELAY_WINDOW, PROBE_BUSY, PROBE_IDLE};
 use queue::QueueModel;
+use queue_limit::QueueLimit;
 
 use crate::seq::Seq;
 use crate::wire::Probe;
@@ -199,6 +202,7 @@ pub(crate) struct Path {
     pub owd_out: DelayTracker,
     pub delivery: Delivery,
     pub queue: QueueModel,
+    pub queue_limit: QueueLimit,
     /// Path sequence number of our next packet on the path.
     pub next_path_seq: Seq,
     pub last_data_sent: Option<Instant>,
@@ -216,6 +220,7 @@ impl Default for Path {
             owd_out: DelayTracker::new(BASE_DELAY_WINDOW),
             delivery: Delivery::default(),
             queue: QueueModel::default(),
+            queue_limit: QueueLimit::default(),
             next_path_seq: Seq(0),
             last_data_sent: None,
             last_data_received: None,
@@ -254,6 +259,13 @@ impl Path {
         let rate = self.rate();
         self.queue.drain(now, rate);
         self.queue.delay_us(rate)
+    }
+
+    /// Return whether the modelled queue is at the depth where the path
+    /// overflowed before.
+    pub fn full(&mut self, now: Instant) -> bool {
+        let limit = self.queue_limit.limit_us(now);
+        limit.is_some_and(|l| self.model_queue_us(now) >= l)
     }
 
     /// Account for `len` data bytes sent at `now`.
@@ -357,6 +369,7 @@ impl Path {
             return;
         };
         let met_us = self.owd_out.latest_queueing();
+        self.queue_limit.met(now, met_us);
         let rate = self.rate();
         self.queue
             .resync(now, rate, met_us, probe.at, probe.sent_before);
@@ -398,7 +411,9 @@ impl Path {
                 .is_some_and(|t| now.saturating_duration_since(t) >= LOSS_SETTLE),
         };
         let queued_us = self.owd_out.queueing();
-        self.delivery.handle_report(now, probe, queued_us, context);
+        if self.delivery.handle_report(now, probe, queued_us, context) {
+            self.queue_limit.overflowed(now);
+        }
         Some((fresh_echo, echoed_sent_at))
     }
 
