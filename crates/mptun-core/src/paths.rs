@@ -246,16 +246,18 @@ impl PathTable {
     /// (a repair if `repair`); return its place on the path and whether it
     /// went into a standing queue with no other path to take the load.
     pub fn charge(&mut self, now: Instant, path: PathId, len: usize, repair: bool) -> Charged {
-        let usable = self.usable();
-        let others_queued = usable
-            .iter()
-            .filter(|&o| o != path)
-            .all(|o| self.paths[o.index()].queueing_us() > CONGESTED_US);
+        let queued = self.paths[path.index()].queueing_us() > CONGESTED_US;
+        // Asked per packet: the other paths only once this one is queued.
+        let congested = queued
+            && self
+                .usable()
+                .iter()
+                .filter(|&o| o != path)
+                .all(|o| self.paths[o.index()].queueing_us() > CONGESTED_US);
         let p = &mut self.paths[path.index()];
-        let queued = p.queueing_us() > CONGESTED_US;
         let charged = Charged {
             path_seq: p.next_path_seq,
-            congested: queued && others_queued,
+            congested,
         };
         p.next_path_seq = p.next_path_seq.next();
         if queued {
