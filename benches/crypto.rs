@@ -53,6 +53,8 @@ fn plaintext(total_len: u16) -> Vec<u8> {
         seq: Seq(1),
         path_seq: Seq(1),
         epoch: 77,
+        sent_us: 1_000,
+        previous_on_path: Some(Seq(0)),
         paths_in_use: PathSet(0b11),
         kind: Kind::Data,
         congested: false,

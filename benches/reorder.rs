@@ -230,6 +230,7 @@ impl Driver {
             path: PathId(0),
             seq: Seq(0),
             paths_in_use: pattern.paths_in_use,
+            previous_on_path: None,
             dropped_at_queue: 0,
         };
         let packet = driver.packet(0);
@@ -265,6 +266,7 @@ impl Driver {
                 path: a.path,
                 seq: Seq(seq),
                 paths_in_use: pattern.paths_in_use,
+                previous_on_path: None,
                 dropped_at_queue: 0,
             };
             let packet = self.packet(seq);

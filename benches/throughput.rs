@@ -27,7 +27,7 @@ use mptun_wg::testing::{self, pair, PEER_ADDR};
 use mptun_wg::{Opened, PathSession};
 
 /// An inner packet: what fits a 1500-byte IPv4 path.
-const PACKET_LEN: usize = 1424;
+const PACKET_LEN: usize = 1416;
 const IP_HEADER: usize = 20;
 const TCP_HEADER: usize = 20;
 const PAYLOAD: usize = PACKET_LEN - IP_HEADER - TCP_HEADER;

@@ -23,6 +23,8 @@ fn trailer() -> Trailer {
         seq: Seq(0x0102_0304),
         path_seq: Seq(0x0000_1234),
         epoch: 0xdead_beef,
+        sent_us: 100_000,
+        previous_on_path: Some(Seq(0x0102_0300)),
         paths_in_use: PathSet(0b0111),
         kind: Kind::Data,
         congested: false,

@@ -150,7 +150,7 @@ fn one_tcp_flow_uses_every_path_in_order_and_teardown_is_clean() {
 
     // A's paths lead over 1500-byte veths to IPv4 endpoints.
     let a = sites.status(Site::A).expect("status of A");
-    assert_eq!(a.mtu, 1424, "{}", a.mtu_source);
+    assert_eq!(a.mtu, 1416, "{}", a.mtu_source);
     assert!(a.mtu_source.contains("route to"), "{}", a.mtu_source);
 
     let pong = ping(&ns_a, mptun_lab::sites::TUNNEL_B, 10).expect("ping");

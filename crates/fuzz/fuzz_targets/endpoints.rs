@@ -31,6 +31,8 @@ enum Step {
         seq: u32,
         path_seq: u32,
         epoch: u32,
+        sent_us: u32,
+        previous_on_path: Option<u32>,
         paths_in_use: u16,
         congested: bool,
         len: u16,
@@ -128,12 +130,14 @@ fuzz_target!(|steps: Vec<Step>| {
                     from.in_flight.remove(i);
                 }
             }
-            Step::Forge { to_b, path, seq, path_seq, epoch, paths_in_use, congested, len } => {
+            Step::Forge { to_b, path, seq, path_seq, epoch, sent_us, previous_on_path, paths_in_use, congested, len } => {
                 let to = if to_b { &mut b } else { &mut a };
                 let trailer = Trailer {
                     seq: Seq(seq),
                     path_seq: Seq(path_seq),
                     epoch,
+                    sent_us,
+                    previous_on_path: previous_on_path.map(Seq),
                     paths_in_use: PathSet(paths_in_use),
                     kind: Kind::Data,
                     congested,

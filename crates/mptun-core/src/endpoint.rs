@@ -4,6 +4,7 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use crate::buf::{BufPool, PacketBuf};
+use crate::equalize::DelayLine;
 use crate::path::{PathEstimate, PathEvent, PathId, PathSet, PathState};
 use crate::paths::{PathTable, HOLD_FLOOR};
 use crate::reorder::{Arrival, HoldHistogram, ReorderBuffer, ReorderConfig, ReorderStats};
@@ -175,7 +176,14 @@ pub struct Endpoint {
     scheduler: Scheduler,
     next_seq: Seq,
     sent: SentLog,
-    reorder: ReorderBuffer<PacketBuf>,
+    reorder: ReorderBuffer<Received>,
+    /// TCP segments in order, held until due (see [`crate::equalize`]).
+    delay_line: DelayLine,
+    /// Longest a segment is held there.
+    max_equalize: Duration,
+    /// The latest time an input was given: what is due by then is
+    /// delivered.
+    now: Instant,
     peer: Option<PeerRun>,
     /// Plaintexts to send, per path, in order.
     outgoing: Vec<VecDeque<PacketBuf>>,
@@ -198,6 +206,9 @@ impl Endpoint {
             // late to help: the log spans no more than that window.
             sent: SentLog::new(config.reorder.capacity),
             reorder: ReorderBuffer::new(config.reorder),
+            delay_line: DelayLine::new(config.reorder.capacity),
+            max_equalize: config.reorder.hold,
+            now,
             peer: None,
             outgoing: (0..n).map(|_| VecDeque::new()).collect(),
             pool: BufPool::new(config.buf_capacity, POOL_KEEP),
@@ -238,6 +249,8 @@ impl Endpoint {
     /// `packets`: number each, pick its path, log it for repairs and queue
     /// it with its trailer for that path.
     pub fn handle_tun(&mut self, now: Instant, packets: &mut Vec<PacketBuf>) {
+        self.now = self.now.max(now);
+        let sent_us = self.paths.micros(now) as u32;
         let mut delivering = self.paths.still_delivering(now);
         for buf in packets.drain(..) {
             if ip::packet_len(buf.packet()).is_none() {
@@ -247,9 +260,14 @@ impl Endpoint {
             }
             let len = buf.len();
             let usable = self.paths.usable();
-            let Some(path) = self
-                .scheduler
-                .pick(self.paths.as_mut_slice(), now, len, usable)
+            let held_until_us = if ip::is_timed_tcp_segment(buf.packet()) {
+                self.paths.spread_us()
+            } else {
+                0.0
+            };
+            let Some(path) =
+                self.scheduler
+                    .pick(self.paths.as_mut_slice(), now, len, held_until_us, usable)
             else {
                 self.stats.dropped_no_path += 1;
                 self.pool.put(buf);
@@ -262,9 +280,9 @@ impl Endpoint {
             // path that is eligible but idle would otherwise hold up every
             // loss release.
             delivering.insert(path);
-            let trailer = self.data_trailer(now, path, seq, len, delivering, false);
+            let trailer = self.data_trailer(now, path, seq, len, delivering, sent_us, false);
             self.scheduler.note_sent(path);
-            self.sent.record(seq, path, buf.packet());
+            self.sent.record(seq, path, sent_us, buf.packet());
             self.queue_data(path, &trailer, buf);
         }
     }
@@ -278,6 +296,7 @@ impl Endpoint {
         path: PathId,
         plaintexts: &mut Vec<PacketBuf>,
     ) {
+        self.now = self.now.max(now);
         if path.index() >= self.path_stats.len() {
             self.pool.put_all(plaintexts);
             return;
@@ -306,6 +325,7 @@ impl Endpoint {
     /// Run the timers due by `now`: probes, path liveness, and gaps held
     /// long enough.
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.now = self.now.max(now);
         self.paths.handle_timeout(now);
         while let Some((path, probe)) = self.paths.poll_probe(now) {
             let mut buf = self.pool.take(0);
@@ -335,9 +355,10 @@ impl Endpoint {
     /// Move the inner packets released in order into `out`, for the TUN
     /// device.
     pub fn poll_deliver(&mut self, out: &mut Vec<PacketBuf>) {
-        while let Some(buf) = self.reorder.poll_release() {
-            out.push(buf);
+        while let Some(received) = self.reorder.poll_release() {
+            self.delay_line.push(received.due, received.buf, out);
         }
+        self.delay_line.release(self.now, out);
     }
 
     /// Return the next path state change, for logging.
@@ -347,10 +368,14 @@ impl Endpoint {
 
     /// Return when [`handle_timeout`](Self::handle_timeout) next has work.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        [self.paths.poll_timeout(), self.reorder.poll_timeout()]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            self.paths.poll_timeout(),
+            self.reorder.poll_timeout(),
+            self.delay_line.next_due(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     // Queries.
@@ -429,6 +454,12 @@ impl Endpoint {
     /// Return how many packets wait in the reorder buffer.
     pub fn held(&self) -> usize {
         self.reorder.held_len()
+    }
+
+    /// Return how many TCP segments, in order, wait until they have been
+    /// under way as long as one on the farthest path.
+    pub fn equalizing(&self) -> usize {
+        self.delay_line.len()
     }
 
     // Inside.
@@ -520,10 +551,20 @@ impl Endpoint {
             path,
             seq: trailer.seq,
             paths_in_use: trailer.paths_in_use,
+            previous_on_path: trailer.previous_on_path,
             dropped_at_queue: if trailer.congested { skipped } else { 0 },
         };
-        if let Err((_, buf)) = self.reorder.handle_packet(now, &arrival, buf) {
-            self.pool.put(buf);
+        // A segment due already still goes behind those held.
+        let due = ip::is_timed_tcp_segment(buf.packet()).then(|| {
+            self.paths
+                .equalized_due(now, trailer.sent_us, self.max_equalize)
+                .unwrap_or(now)
+        });
+        if let Err((_, refused)) = self
+            .reorder
+            .handle_packet(now, &arrival, Received { buf, due })
+        {
+            self.pool.put(refused.buf);
         }
     }
 
@@ -571,10 +612,14 @@ impl Endpoint {
         let margin_us = HOLD_FLOOR.as_secs_f64() * 1e6;
         for seq in nack.seqs() {
             let mut copy = self.pool.take(0);
-            let Some(lost_on) = self.sent.take_for_resend(seq).map(|(lost_on, packet)| {
-                copy.extend_from_slice(packet);
-                lost_on
-            }) else {
+            let Some((lost_on, sent_us)) =
+                self.sent
+                    .take_for_resend(seq)
+                    .map(|(lost_on, sent_us, packet)| {
+                        copy.extend_from_slice(packet);
+                        (lost_on, sent_us)
+                    })
+            else {
                 self.pool.put(copy);
                 continue;
             };
@@ -593,9 +638,9 @@ impl Endpoint {
             if let Some((sooner, _)) = soonest {
                 let mut second = self.pool.take(0);
                 second.extend_from_slice(copy.packet());
-                self.queue_repair(now, sooner, seq, delivering, second);
+                self.queue_repair(now, sooner, seq, delivering, sent_us, second);
             }
-            self.queue_repair(now, path, seq, delivering, copy);
+            self.queue_repair(now, path, seq, delivering, sent_us, copy);
         }
     }
 
@@ -606,19 +651,21 @@ impl Endpoint {
         path: PathId,
         seq: Seq,
         delivering: PathSet,
+        sent_us: u32,
         buf: PacketBuf,
     ) {
         // A repair does not make its path one the receiver must wait on for
         // gaps: nothing sent after it follows it there.
         let mut carrying = delivering;
         carrying.insert(path);
-        let trailer = self.data_trailer(now, path, seq, buf.len(), carrying, true);
+        let trailer = self.data_trailer(now, path, seq, buf.len(), carrying, sent_us, true);
         self.path_stats[path.index()].resent += 1;
         self.queue_data(path, &trailer, buf);
     }
 
-    /// Account for a data packet numbered `seq` sent on `path`, and return
-    /// its trailer.
+    /// Account for a data packet numbered `seq` sent on `path`, first at
+    /// `sent_us`, and return its trailer.
+    #[allow(clippy::too_many_arguments)]
     fn data_trailer(
         &mut self,
         now: Instant,
@@ -626,13 +673,16 @@ impl Endpoint {
         seq: Seq,
         len: usize,
         paths_in_use: PathSet,
+        sent_us: u32,
         repair: bool,
     ) -> Trailer {
-        let charged = self.paths.charge(now, path, len, repair);
+        let charged = self.paths.charge(now, path, seq, len, repair);
         Trailer {
             seq,
             path_seq: charged.path_seq,
             epoch: self.epoch,
+            sent_us,
+            previous_on_path: charged.previous,
             paths_in_use,
             kind: Kind::Data,
             congested: charged.congested,
@@ -673,6 +723,13 @@ impl Endpoint {
         self.reorder.set_hold_hint(self.paths.hold_hint(now));
         self.reorder.set_repair_hint(self.paths.repair_hint());
     }
+}
+
+/// A data packet the reorder buffer holds, and when it is due once in
+/// order, if it is to be held then (see [`crate::equalize`]).
+struct Received {
+    buf: PacketBuf,
+    due: Option<Instant>,
 }
 
 fn append_trailer(buf: &mut PacketBuf, trailer: &Trailer) {

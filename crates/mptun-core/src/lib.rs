@@ -31,6 +31,7 @@
 
 pub mod buf;
 pub mod endpoint;
+mod equalize;
 pub mod path;
 pub mod paths;
 pub mod reorder;

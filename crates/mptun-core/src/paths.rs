@@ -49,6 +49,8 @@ const REHANDSHAKE_AFTER: Duration = Duration::from_secs(1);
 pub(crate) struct Charged {
     /// Its number on its path.
     pub path_seq: Seq,
+    /// The data packet sent on the path before it.
+    pub previous: Option<Seq>,
     /// Whether the path had a standing queue, and so had every other
     /// usable path: a loss at this queue is the inner flow's signal to slow
     /// down. While another path has room, it is repaired there instead;
@@ -242,10 +244,18 @@ impl PathTable {
         set
     }
 
-    /// Account for a data packet of `len` bytes sent on `path` at `now`
-    /// (a repair if `repair`); return its place on the path and whether it
-    /// went into a standing queue with no other path to take the load.
-    pub fn charge(&mut self, now: Instant, path: PathId, len: usize, repair: bool) -> Charged {
+    /// Account for data packet `seq` of `len` bytes sent on `path` at
+    /// `now` (a repair if `repair`); return its place on the path and
+    /// whether it went into a standing queue with no other path to take the
+    /// load.
+    pub fn charge(
+        &mut self,
+        now: Instant,
+        path: PathId,
+        seq: Seq,
+        len: usize,
+        repair: bool,
+    ) -> Charged {
         let queued = self.paths[path.index()].queueing_us() > CONGESTED_US;
         // Asked per packet: the other paths only once this one is queued.
         let congested = queued
@@ -257,6 +267,7 @@ impl PathTable {
         let p = &mut self.paths[path.index()];
         let charged = Charged {
             path_seq: p.next_path_seq,
+            previous: p.last_seq_sent.replace(seq),
             congested,
         };
         p.next_path_seq = p.next_path_seq.next();
@@ -457,11 +468,7 @@ impl PathTable {
     /// peer's one-way delays over the paths it is heard on, plus four times
     /// their jitter and a small floor; `None` until a path is measured.
     pub fn hold_hint(&self, now: Instant) -> Option<Duration> {
-        let live = self.paths.iter().filter(|p| {
-            p.peer_probes
-                .last_at()
-                .is_some_and(|t| now.saturating_duration_since(t) < crate::path::DOWN_AFTER_MAX)
-        });
+        let live = self.heard(now);
         let mut spread: Option<(f64, f64)> = None;
         let mut jitter: f64 = 0.0;
         for p in live {
@@ -474,21 +481,72 @@ impl PathTable {
         Some(Duration::from_micros((hi - lo + 4.0 * jitter) as u64) + HOLD_FLOOR)
     }
 
-    /// Return how long a repair should take: a NACK to the peer and the
-    /// packet back, about a round trip of the fastest path, with margins;
-    /// `None` until a round trip is measured. The fixed margin is for the
-    /// route a repair really takes: a loss on the fastest path (the one a
-    /// flow's first burst overruns) is resent on another, a few ms further,
-    /// and a repair given up on just before it arrives is a loss the inner
-    /// flow sees.
-    pub fn repair_hint(&self) -> Option<Duration> {
-        let (srtt, rttvar) = self
-            .paths
+    /// Return when a data packet that arrived at `now`, sent at `sent_us`
+    /// on the peer's clock, has been under way as long as one on the
+    /// farthest path the peer is heard on (its base one-way delay), at most
+    /// `max_wait` from now; `None` if it has already, or until a path is
+    /// measured. See [`crate::equalize`]. Jitter is not waited for: a
+    /// flow's round trip is the least of its samples, and a late packet is
+    /// only one.
+    pub fn equalized_due(&self, now: Instant, sent_us: u32, max_wait: Duration) -> Option<Instant> {
+        let mut base_min: Option<i64> = None;
+        let mut farthest: Option<f64> = None;
+        for p in self.heard(now) {
+            let Some(base) = p.peer_probes.owd_in.min() else {
+                continue;
+            };
+            base_min = Some(base_min.map_or(base, |m| m.min(base)));
+            farthest = Some(farthest.map_or(base as f64, |f| f.max(base as f64)));
+        }
+        let (base_min, farthest) = (base_min?, farthest?);
+        // The peer's clock is known only up to an offset, the same on every
+        // path: time under way counts from the nearest path's base delay,
+        // in the trailer's 32 wrapping bits.
+        let under_way = (self.micros(now) as u32)
+            .wrapping_sub(sent_us)
+            .wrapping_sub(base_min as u32) as i32;
+        let wait_us =
+            (farthest - base_min as f64 - f64::from(under_way)).min(max_wait.as_secs_f64() * 1e6);
+        (wait_us >= 1.0).then(|| now + Duration::from_micros(wait_us as u64))
+    }
+
+    /// Return how much farther than the nearest the farthest usable path
+    /// is, one way, µs: how long the peer holds a TCP segment that came
+    /// the nearest way (see [`crate::equalize`]).
+    pub fn spread_us(&self) -> f64 {
+        let base_min = base_min(&self.paths);
+        self.usable()
             .iter()
-            .filter(|p| p.state() == PathState::Up)
-            .filter_map(|p| Some((p.rtt.srtt_us()?, p.rtt.rttvar_us())))
-            .min_by(|a, b| a.0.total_cmp(&b.0))?;
-        let us = 1.5 * srtt + 4.0 * rttvar;
+            .map(|id| self.paths[id.index()].base_above(base_min))
+            .fold(0.0, f64::max)
+    }
+
+    /// Return the paths the peer's probes came on lately.
+    fn heard(&self, now: Instant) -> impl Iterator<Item = &Path> {
+        self.paths.iter().filter(move |p| {
+            p.peer_probes
+                .last_at()
+                .is_some_and(|t| now.saturating_duration_since(t) < crate::path::DOWN_AFTER_MAX)
+        })
+    }
+
+    /// Return how long a repair should take: a NACK to the peer and the
+    /// packet back, at least a round trip of the slowest path (a loss on
+    /// the nearest path may have to be resent on the farthest, and a TCP
+    /// segment waits for that path's delay anyway, see [`crate::equalize`])
+    /// and 1.5 of the fastest, with margins; `None` until a round trip is
+    /// measured. The fixed margin is for the queues on the way: a repair
+    /// given up on just before it arrives is a loss the inner flow sees.
+    pub fn repair_hint(&self) -> Option<Duration> {
+        let rtts = || {
+            self.paths
+                .iter()
+                .filter(|p| p.state() == PathState::Up)
+                .filter_map(|p| Some((p.rtt.srtt_us()?, p.rtt.rttvar_us())))
+        };
+        let (srtt, rttvar) = rtts().min_by(|a, b| a.0.total_cmp(&b.0))?;
+        let (slowest, _) = rtts().max_by(|a, b| a.0.total_cmp(&b.0))?;
+        let us = (1.5 * srtt).max(slowest) + 4.0 * rttvar;
         Some(Duration::from_micros(us as u64) + REPAIR_MARGIN)
     }
 

@@ -2,8 +2,12 @@
 //!
 //! The adaptive policy sends each data packet to the path on which it is
 //! expected to arrive soonest: relative one-way delay, plus what is queued
-//! on that path at its measured rate. Weighted round-robin is the static
-//! alternative.
+//! on that path at its measured rate. A packet the receiver will hold until
+//! it is as old as one on the farthest path (a TCP segment, see
+//! [`crate::equalize`]) gains nothing by arriving sooner than that: among
+//! the paths that bring it by then it goes where the queue is shortest, so
+//! a bulk flow is spread over the paths by their rates and queues none of
+//! them deep. Weighted round-robin is the static alternative.
 
 use std::time::Instant;
 
@@ -63,19 +67,27 @@ impl Scheduler {
     }
 
     /// Pick the path among `candidates` for a packet of `len` bytes at
-    /// `now`.
+    /// `now` that the receiver holds until `held_until_us` after the
+    /// nearest path's base delay (0 if it is not held).
     pub fn pick(
         &mut self,
         paths: &mut [Path],
         now: Instant,
         len: usize,
+        held_until_us: f64,
         candidates: PathSet,
     ) -> Option<PathId> {
         match &mut self.policy {
             Policy::RoundRobin(rr) => rr.pick(|p| candidates.contains(p)),
-            Policy::Adaptive { caps } => {
-                earliest_arrival(paths, now, len, candidates, caps.as_deref(), &self.shares)
-            }
+            Policy::Adaptive { caps } => earliest_arrival(
+                paths,
+                now,
+                len,
+                held_until_us,
+                candidates,
+                caps.as_deref(),
+                &self.shares,
+            ),
         }
     }
 
@@ -111,20 +123,22 @@ impl Scheduler {
 }
 
 /// Return the path among `candidates` where `len` bytes sent at `now`
-/// arrive soonest; a path whose queue is as deep as when it overflowed
-/// only if every one is, and a path over its cap only if every one is
-/// that.
+/// arrive soonest, counting any arrival before `held_until_us` as then and
+/// the shortest queue among those as the soonest; a path whose queue is as
+/// deep as when it overflowed only if every one is, and a path over its cap
+/// only if every one is that.
 fn earliest_arrival(
     paths: &mut [Path],
     now: Instant,
     len: usize,
+    held_until_us: f64,
     candidates: PathSet,
     caps: Option<&[f64]>,
     shares: &[f64],
 ) -> Option<PathId> {
     let base_min = base_min(paths);
-    // (tier, arrival): the soonest arrival in the lowest tier wins.
-    let mut best: Option<((u8, f64), PathId)> = None;
+    // (tier, arrival, queue): the lowest wins, in that order.
+    let mut best: Option<((u8, f64, f64), PathId)> = None;
     for path in candidates.iter() {
         let p = &mut paths[path.index()];
         let over_cap = caps.is_some_and(|c| {
@@ -132,8 +146,19 @@ fn earliest_arrival(
                 .is_some_and(|&cap| shares.get(path.index()).is_some_and(|&s| s > cap))
         });
         let tier = if over_cap { 2 } else { u8::from(p.full(now)) };
-        let rank = (tier, arrival_us(p, now, len, base_min));
-        if best.is_none_or(|(r, _)| rank.0 < r.0 || (rank.0 == r.0 && rank.1 < r.1)) {
+        let queue = p.model_queue_us(now) + len as f64 / p.rate();
+        let rank = (
+            tier,
+            arrival_us(p, now, len, base_min).max(held_until_us),
+            queue,
+        );
+        if best.is_none_or(|(r, _)| {
+            rank.0
+                .cmp(&r.0)
+                .then(rank.1.total_cmp(&r.1))
+                .then(rank.2.total_cmp(&r.2))
+                == std::cmp::Ordering::Less
+        }) {
             best = Some((rank, path));
         }
     }

@@ -16,6 +16,8 @@ struct Slot {
     seq: Seq,
     /// The path it was sent on.
     path: PathId,
+    /// When, µs on our clock (the trailer's "sent at").
+    sent_us: u32,
     packet: Vec<u8>,
     /// Resent already: a NACK goes out on two paths, and one resend is
     /// enough.
@@ -38,6 +40,7 @@ impl SentLog {
                 .map(|_| Slot {
                     seq: Seq(0),
                     path: PathId(0),
+                    sent_us: 0,
                     packet: Vec::new(),
                     resent: true, // empty: nothing to resend
                 })
@@ -50,26 +53,28 @@ impl SentLog {
         &mut self.slots[i]
     }
 
-    /// Remember the inner packet sent as `seq` on `path`, in place of the
-    /// oldest.
-    pub fn record(&mut self, seq: Seq, path: PathId, packet: &[u8]) {
+    /// Remember the inner packet sent as `seq` on `path` at `sent_us`, in
+    /// place of the oldest.
+    pub fn record(&mut self, seq: Seq, path: PathId, sent_us: u32, packet: &[u8]) {
         let slot = self.slot(seq);
         slot.seq = seq;
         slot.path = path;
+        slot.sent_us = sent_us;
         slot.packet.clear();
         slot.packet.extend_from_slice(packet);
         slot.resent = false;
     }
 
     /// Return the packet sent as `seq` to resend it, with the path that
-    /// lost it, unless it has left the log or was resent already.
-    pub fn take_for_resend(&mut self, seq: Seq) -> Option<(PathId, &[u8])> {
+    /// lost it and when it was sent, unless it has left the log or was
+    /// resent already.
+    pub fn take_for_resend(&mut self, seq: Seq) -> Option<(PathId, u32, &[u8])> {
         let slot = self.slot(seq);
         if slot.seq != seq || slot.resent {
             return None;
         }
         slot.resent = true;
-        Some((slot.path, &slot.packet))
+        Some((slot.path, slot.sent_us, &slot.packet))
     }
 }
 
@@ -81,14 +86,14 @@ mod tests {
     fn the_log_resends_each_recent_packet_once() {
         let mut log = SentLog::new(4);
         for n in 0..6u32 {
-            log.record(Seq(n), PathId(n as u8 % 2), &[n as u8; 3]);
+            log.record(Seq(n), PathId(n as u8 % 2), n * 10, &[n as u8; 3]);
         }
         // 0 and 1 were overwritten by 4 and 5.
         assert_eq!(log.take_for_resend(Seq(1)), None);
-        let five = Some((PathId(1), &[5u8; 3][..]));
+        let five = Some((PathId(1), 50, &[5u8; 3][..]));
         assert_eq!(log.take_for_resend(Seq(5)), five);
         assert_eq!(log.take_for_resend(Seq(5)), None, "resent twice");
-        let two = Some((PathId(0), &[2u8; 3][..]));
+        let two = Some((PathId(0), 20, &[2u8; 3][..]));
         assert_eq!(log.take_for_resend(Seq(2)), two);
         assert_eq!(log.take_for_resend(Seq(6)), None, "never sent");
         assert_eq!(SentLog::new(0).take_for_resend(Seq(0)), None);

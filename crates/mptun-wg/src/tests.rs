@@ -26,6 +26,8 @@ fn sample_trailer() -> Trailer {
         seq: Seq(0xfeed_f00d),
         path_seq: Seq(3),
         epoch: 77,
+        sent_us: 1_000,
+        previous_on_path: Some(Seq(0xfeed_f00c)),
         paths_in_use: PathSet(0b111),
         kind: Kind::Data,
         congested: false,

@@ -173,7 +173,7 @@ pub fn import(files: &[(String, String)]) -> anyhow::Result<String> {
     if let Some(mtu) = mtus.iter().min() {
         let _ = writeln!(
             o,
-            "# The paths' MTU less mptun's 16-byte trailer: leave mtu out and mptun derives it."
+            "# The paths' MTU less mptun's 24-byte trailer: leave mtu out and mptun derives it."
         );
         let _ = writeln!(o, "mtu = {}", mtu.saturating_sub(16));
     }

@@ -197,9 +197,9 @@ mod tests {
 
     #[test]
     fn the_inner_mtu_leaves_room_for_ip_udp_wireguard_and_trailer() {
-        assert_eq!(path_mtu(1500, "", false).inner(), 1424);
-        assert_eq!(path_mtu(1500, "", true).inner(), 1404);
-        assert_eq!(path_mtu(9000, "", false).inner(), 8924);
+        assert_eq!(path_mtu(1500, "", false).inner(), 1416);
+        assert_eq!(path_mtu(1500, "", true).inner(), 1396);
+        assert_eq!(path_mtu(9000, "", false).inner(), 8916);
         assert_eq!(path_mtu(10, "", false).inner(), 0);
     }
 
@@ -209,9 +209,9 @@ mod tests {
         let v6 = path_mtu(9000, "route to 2001:db8::2", true);
         let plain = path_mtu(1500, "interface eth2", false);
         let tun = choose(None, false, vec![jumbo.clone(), v6.clone()]);
-        assert_eq!(tun.mtu, 8904);
+        assert_eq!(tun.mtu, 8896);
         let tun = choose(None, false, vec![jumbo.clone(), plain.clone(), v6]);
-        assert_eq!(tun.mtu, 1424);
+        assert_eq!(tun.mtu, 1416);
         assert_eq!(
             tun.source.to_string(),
             "from the paths: path[0] 9000 (interface eth1), path[1] 1500 (interface eth2), \
@@ -219,7 +219,7 @@ mod tests {
         );
         let tun = choose(Some(1400), false, vec![jumbo, plain]);
         assert_eq!(tun.mtu, 1400);
-        assert_eq!(tun.source, MtuSource::Configured { fits: 1424 });
+        assert_eq!(tun.source, MtuSource::Configured { fits: 1416 });
         assert_eq!(tun.source.to_string(), "interface.mtu");
     }
 
@@ -227,7 +227,7 @@ mod tests {
     fn a_tiny_path_mtu_still_leaves_the_minimum_ip_needs() {
         let tiny = vec![path_mtu(1280, "interface wwan0", true)];
         assert_eq!(choose(None, true, tiny.clone()).mtu, 1280);
-        assert_eq!(choose(None, false, tiny).mtu, 1184);
+        assert_eq!(choose(None, false, tiny).mtu, 1176);
     }
 
     #[test]

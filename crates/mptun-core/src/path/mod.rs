@@ -205,6 +205,8 @@ pub(crate) struct Path {
     pub queue_limit: QueueLimit,
     /// Path sequence number of our next packet on the path.
     pub next_path_seq: Seq,
+    /// Global sequence number of the last data packet sent on the path.
+    pub last_seq_sent: Option<Seq>,
     pub last_data_sent: Option<Instant>,
     pub last_data_received: Option<Instant>,
     pub reception: Reception,
@@ -222,6 +224,7 @@ impl Default for Path {
             queue: QueueModel::default(),
             queue_limit: QueueLimit::default(),
             next_path_seq: Seq(0),
+            last_seq_sent: None,
             last_data_sent: None,
             last_data_received: None,
             reception: Reception::default(),

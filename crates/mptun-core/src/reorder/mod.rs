@@ -78,6 +78,9 @@ pub struct Arrival {
     pub seq: Seq,
     /// The paths the sender said may still deliver an earlier packet.
     pub paths_in_use: PathSet,
+    /// The packet sent on the same path just before it: lost if it is
+    /// still missing, since a path delivers in order.
+    pub previous_on_path: Option<Seq>,
     /// Packets sent on the same path just before it and missing, when it
     /// was sent into a standing queue (see
     /// [`Trailer::congested`](crate::wire::Trailer)): most likely dropped at
@@ -253,6 +256,7 @@ impl<P> ReorderBuffer<P> {
             self.skip_to(now, new_next, Skip::Overflow);
         }
         self.evidence.note(now, arrival, self.window.next());
+        self.ask_for_previous(now, arrival);
         // In order with nothing held, there is no gap to judge.
         if seq != self.window.next() || self.window.held() > 0 {
             self.request_repairs(now, Some(seq), self.hold());
@@ -376,6 +380,29 @@ impl<P> ReorderBuffer<P> {
         self.evidence
             .last_arrival()
             .is_some_and(|t| now.saturating_duration_since(t) < wait)
+    }
+
+    /// Ask for the packet sent before `arrival` on its path if it is
+    /// missing: lost there, and known to be before the farther paths have
+    /// delivered past it (a gap every path has passed is asked for in
+    /// [`judge_gaps`](Self::judge_gaps)). Not a loss at a congested queue:
+    /// that is the inner flow's.
+    fn ask_for_previous(&mut self, now: Instant, arrival: &Arrival) {
+        let Some(previous) = arrival.previous_on_path else {
+            return;
+        };
+        let next = self.window.next();
+        let missing = !previous.is_before(next)
+            && previous.is_before(arrival.seq)
+            && previous.distance_from(next) < self.config.capacity as i64
+            && !self.window.holds(previous);
+        if missing
+            && arrival.dropped_at_queue == 0
+            && self.dense(now)
+            && self.repairs.ask(previous, now, next)
+        {
+            self.stats.repairs_requested += 1;
+        }
     }
 
     /// Ask for a repair of every gap that every path the sender stripes
@@ -549,6 +576,7 @@ mod tests {
                 path,
                 seq: Seq(seq),
                 paths_in_use: self.in_use,
+                previous_on_path: None,
                 dropped_at_queue: if congested { skipped } else { 0 },
             };
             if !self.started {
@@ -1118,6 +1146,7 @@ mod tests {
             path,
             seq: Seq(seq),
             paths_in_use: PathSet(0b11),
+            previous_on_path: None,
             dropped_at_queue: 0,
         };
         let mut feed = |path, seq, packet: &'static [u8]| {

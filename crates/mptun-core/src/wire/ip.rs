@@ -9,6 +9,7 @@ mod v4 {
     use core::ops::Range;
     pub const HEADER_LEN: usize = 20;
     pub const TOTAL_LEN: Range<usize> = 2..4;
+    pub const PROTOCOL: usize = 9;
     pub const SOURCE: Range<usize> = 12..16;
     pub const DESTINATION: Range<usize> = 16..20;
 }
@@ -18,6 +19,7 @@ mod v6 {
     use core::ops::Range;
     pub const HEADER_LEN: usize = 40;
     pub const PAYLOAD_LEN: Range<usize> = 4..6;
+    pub const NEXT_HEADER: usize = 6;
     pub const SOURCE: Range<usize> = 8..24;
     pub const DESTINATION: Range<usize> = 24..40;
 }
@@ -52,6 +54,37 @@ fn address(
         4 => Some(IpAddr::from(<[u8; 4]>::try_from(&packet[r4]).ok()?)),
         _ => Some(IpAddr::from(<[u8; 16]>::try_from(&packet[r6]).ok()?)),
     }
+}
+
+/// IP protocol number of TCP.
+const TCP: u8 = 6;
+/// Byte of the TCP header whose high nibble is the header's length in
+/// words, and the byte of its flags.
+const TCP_DATA_OFFSET: usize = 12;
+const TCP_FLAGS: usize = 13;
+const TCP_SYN: u8 = 0x02;
+
+/// Return whether `packet` is a TCP segment whose sender times a round
+/// trip by its acknowledgement: one that carries data, or a SYN (the
+/// handshake's round trip is the first a flow's congestion control
+/// takes). Not a bare ACK or FIN. An IPv6 packet with extension headers
+/// before TCP is taken as not TCP.
+pub fn is_timed_tcp_segment(packet: &[u8]) -> bool {
+    let (header_len, protocol) = match version(packet) {
+        Some(4) => (usize::from(packet[0] & 0x0f) * 4, packet[v4::PROTOCOL]),
+        Some(_) => (v6::HEADER_LEN, packet[v6::NEXT_HEADER]),
+        None => return false,
+    };
+    let (Some(total), Some(&offset), Some(&flags)) = (
+        packet_len(packet),
+        packet.get(header_len + TCP_DATA_OFFSET),
+        packet.get(header_len + TCP_FLAGS),
+    ) else {
+        return false;
+    };
+    let tcp_header_len = usize::from(offset >> 4) * 4;
+    let carries_data = total.min(packet.len()) > header_len + tcp_header_len;
+    protocol == TCP && (carries_data || flags & TCP_SYN != 0)
 }
 
 /// Return the source address of an IPv4 or IPv6 packet.
@@ -94,5 +127,36 @@ mod tests {
         assert_eq!(packet_len(&[0x60; 39]), None);
         assert_eq!(packet_len(&[0x15; 60]), None);
         assert_eq!(destination(&[0x45; 12]), None);
+    }
+
+    #[test]
+    fn tells_tcp_data_and_syns_from_bare_acks_and_other_protocols() {
+        // IPv4, TCP, a 20-byte TCP header and 10 bytes of data.
+        let mut v4 = [0u8; 50];
+        v4[0] = 0x45;
+        v4[2..4].copy_from_slice(&50u16.to_be_bytes());
+        v4[9] = 6;
+        v4[32] = 0x50;
+        assert!(is_timed_tcp_segment(&v4));
+        // The same as a bare ACK: the IP length ends with the TCP header.
+        v4[2..4].copy_from_slice(&40u16.to_be_bytes());
+        assert!(!is_timed_tcp_segment(&v4));
+        v4[33] = 0x12; // SYN-ACK
+        assert!(is_timed_tcp_segment(&v4));
+        v4[33] = 0x10;
+        v4[2..4].copy_from_slice(&50u16.to_be_bytes());
+        v4[9] = 17;
+        assert!(!is_timed_tcp_segment(&v4), "UDP");
+        // A header too short to hold the TCP data offset.
+        assert!(!is_timed_tcp_segment(&v4[..30]));
+
+        let mut v6 = [0u8; 70];
+        v6[0] = 0x60;
+        v6[4..6].copy_from_slice(&30u16.to_be_bytes());
+        v6[6] = 6;
+        v6[52] = 0x50;
+        assert!(is_timed_tcp_segment(&v6));
+        v6[52] = 0x80; // 32-byte TCP header (options): no data left
+        assert!(!is_timed_tcp_segment(&v6));
     }
 }

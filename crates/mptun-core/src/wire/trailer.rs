@@ -18,7 +18,11 @@
 //! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //! |                        sender epoch                           |
 //! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
-//! |        paths in use           |   flags     |C|version| kind  |
+//! |                  sent at (µs, sender's clock)                 |
+//! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//! |          global sequence number sent before on this path      |
+//! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//! |        paths in use           |  flags    |P|C|version| kind  |
 //! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //! ```
 //!
@@ -28,6 +32,17 @@
 //! paths the sender is striping over (bit i for path i): a gap in the global
 //! order is lost once every one of them has delivered past it, since each
 //! path delivers in the order it was sent.
+//!
+//! "Sent at" is the low 32 bits of the sender's clock (the one its probes
+//! carry) when a data packet was first sent; a repair carries the
+//! original's. With the probes' one-way delays it tells the receiver how
+//! long the packet was under way (see [`crate::equalize`]). 0 in probes and
+//! NACKs.
+//!
+//! With flag P, the next word is the global sequence number of the data
+//! packet sent on the same path just before this one: if it has not
+//! arrived, it was lost on the way, and the receiver knows it at once
+//! rather than when the farthest path has delivered past it too.
 //!
 //! Flag C (congested) says the path had a standing queue when the packet
 //! was sent, and so had every other path the sender could use: a packet
@@ -41,12 +56,13 @@ use crate::path::PathSet;
 use crate::seq::Seq;
 
 /// Bytes the trailer adds to every packet.
-pub const TRAILER_LEN: usize = 16;
+pub const TRAILER_LEN: usize = 24;
 
 /// Version of the trailer layout, in the high nibble of the last byte.
-/// Version 2 added flag C: a version 1 peer would drop every packet that
-/// carries it, so the two refuse each other outright instead.
-pub const VERSION: u8 = 2;
+/// Version 2 added flag C, version 3 the send time and the previous packet
+/// on the path: an older peer would misread every packet, so the two
+/// refuse each other outright instead.
+pub const VERSION: u8 = 3;
 
 /// Byte offsets of the fields, within the trailer.
 mod field {
@@ -54,13 +70,17 @@ mod field {
     pub const SEQ: Range<usize> = 0..4;
     pub const PATH_SEQ: Range<usize> = 4..8;
     pub const EPOCH: Range<usize> = 8..12;
-    pub const PATHS_IN_USE: Range<usize> = 12..14;
-    pub const FLAGS: usize = 14;
-    pub const VERSION_KIND: usize = 15;
+    pub const SENT_US: Range<usize> = 12..16;
+    pub const PREVIOUS: Range<usize> = 16..20;
+    pub const PATHS_IN_USE: Range<usize> = 20..22;
+    pub const FLAGS: usize = 22;
+    pub const VERSION_KIND: usize = 23;
 }
 
 /// Flag bit: the path had a standing queue when the packet was sent.
 const FLAG_CONGESTED: u8 = 0x01;
+/// Flag bit: the previous packet on the path is given.
+const FLAG_PREVIOUS: u8 = 0x02;
 
 /// What a packet carries, in the low nibble of the last byte.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,6 +104,12 @@ pub struct Trailer {
     pub path_seq: Seq,
     /// Random identity of the sender's run; changes when the peer restarts.
     pub epoch: u32,
+    /// When a data packet was first sent, µs on the sender's clock,
+    /// wrapping.
+    pub sent_us: u32,
+    /// The data packet sent on the same path just before this one, if any
+    /// (flag P).
+    pub previous_on_path: Option<Seq>,
     /// Paths the sender is striping over when it sent this packet.
     pub paths_in_use: PathSet,
     /// What the packet carries.
@@ -100,6 +126,8 @@ impl Trailer {
             seq: Seq(0),
             path_seq: Seq(0),
             epoch,
+            sent_us: 0,
+            previous_on_path: None,
             paths_in_use,
             kind,
             congested: false,
@@ -115,8 +143,16 @@ impl Trailer {
         out[field::SEQ].copy_from_slice(&self.seq.0.to_be_bytes());
         out[field::PATH_SEQ].copy_from_slice(&self.path_seq.0.to_be_bytes());
         out[field::EPOCH].copy_from_slice(&self.epoch.to_be_bytes());
+        out[field::SENT_US].copy_from_slice(&self.sent_us.to_be_bytes());
+        let previous = self.previous_on_path.unwrap_or(Seq(0));
+        out[field::PREVIOUS].copy_from_slice(&previous.0.to_be_bytes());
         out[field::PATHS_IN_USE].copy_from_slice(&self.paths_in_use.0.to_be_bytes());
-        out[field::FLAGS] = if self.congested { FLAG_CONGESTED } else { 0 };
+        out[field::FLAGS] = if self.congested { FLAG_CONGESTED } else { 0 }
+            | if self.previous_on_path.is_some() {
+                FLAG_PREVIOUS
+            } else {
+                0
+            };
         out[field::VERSION_KIND] = (VERSION << 4) | self.kind as u8;
     }
 
@@ -145,7 +181,7 @@ impl Trailer {
             _ => return Err(WireError::UnknownKind),
         };
         let flags = t[field::FLAGS];
-        if flags & !FLAG_CONGESTED != 0 {
+        if flags & !(FLAG_CONGESTED | FLAG_PREVIOUS) != 0 {
             return Err(WireError::UnknownFlags);
         }
         let paths = [
@@ -156,6 +192,9 @@ impl Trailer {
             seq: Seq(read_u32(t, field::SEQ)),
             path_seq: Seq(read_u32(t, field::PATH_SEQ)),
             epoch: read_u32(t, field::EPOCH),
+            sent_us: read_u32(t, field::SENT_US),
+            previous_on_path: (flags & FLAG_PREVIOUS != 0)
+                .then(|| Seq(read_u32(t, field::PREVIOUS))),
             paths_in_use: PathSet(u16::from_be_bytes(paths)),
             kind,
             congested: flags & FLAG_CONGESTED != 0,
@@ -172,9 +211,11 @@ mod tests {
         0x01, 0x02, 0x03, 0x04, // seq
         0xff, 0xff, 0xff, 0xfe, // path seq
         0xde, 0xad, 0xbe, 0xef, // epoch
+        0x00, 0x01, 0x86, 0xa0, // sent at 100 000 µs
+        0x01, 0x02, 0x03, 0x01, // previous on the path
         0x80, 0x05, // paths in use: 0, 2, 15
-        0x00, // flags
-        0x21, // version 2, kind data
+        0x02, // flags: P
+        0x31, // version 3, kind data
     ];
 
     fn golden_trailer() -> Trailer {
@@ -182,6 +223,8 @@ mod tests {
             seq: Seq(0x0102_0304),
             path_seq: Seq(0xffff_fffe),
             epoch: 0xdead_beef,
+            sent_us: 100_000,
+            previous_on_path: Some(Seq(0x0102_0301)),
             paths_in_use: PathSet(0x8005),
             kind: Kind::Data,
             congested: false,
@@ -212,8 +255,21 @@ mod tests {
             ..golden_trailer()
         };
         congested.encode(&mut buf);
-        assert_eq!(buf[14], 0x01);
+        assert_eq!(buf[22], 0x03);
         assert_eq!(Trailer::decode_suffix(&buf), Ok((congested, 0)));
+    }
+
+    #[test]
+    fn a_first_packet_on_its_path_has_no_previous() {
+        let mut buf = [0; TRAILER_LEN];
+        let first = Trailer {
+            previous_on_path: None,
+            ..golden_trailer()
+        };
+        first.encode(&mut buf);
+        assert_eq!(buf[16..20], [0; 4]);
+        assert_eq!(buf[22], 0x00);
+        assert_eq!(Trailer::decode_suffix(&buf), Ok((first, 0)));
     }
 
     #[test]
@@ -223,12 +279,12 @@ mod tests {
             Err(WireError::BadLength)
         );
         let mut bad = GOLDEN;
-        bad[15] = 0x11;
+        bad[23] = 0x21;
         assert_eq!(Trailer::decode_suffix(&bad), Err(WireError::UnknownVersion));
-        bad[15] = 0x2f;
+        bad[23] = 0x3f;
         assert_eq!(Trailer::decode_suffix(&bad), Err(WireError::UnknownKind));
         bad = GOLDEN;
-        bad[14] = 2;
+        bad[22] = 4;
         assert_eq!(Trailer::decode_suffix(&bad), Err(WireError::UnknownFlags));
     }
 

@@ -1,0 +1,128 @@
+//! One round trip for a TCP flow, whichever paths carry it.
+//!
+//! A TCP sender sizes its window by the round trips it measures. Striped
+//! over paths whose delays differ, a flow's round trip is the nearest
+//! path's while the flow is small and the farthest path's once it needs
+//! them all, and both congestion controls in use read that rise as a full
+//! pipe: CUBIC's HyStart leaves slow start when the round trip grows by an
+//! eighth, and BBR keeps no more in flight than twice its rate times the
+//! least round trip it saw. Either stops at a fraction of the sum.
+//!
+//! So the receiver holds each TCP segment that carries data or a SYN, once
+//! it is in order, until it has been under way as long as a packet on the
+//! farthest path the peer sends on (see
+//! [`crate::paths::PathTable::equalized_due`]): the flow sees that one
+//! round trip from its handshake on (BBR starts from the handshake's).
+//! Bare ACKs and other protocols are not held: no round trip is timed from
+//! them, and they keep the nearest path's delay.
+
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use crate::buf::PacketBuf;
+
+/// Packets released in order, held until they are due.
+#[derive(Debug)]
+pub(crate) struct DelayLine {
+    /// Due times never decrease from front to back: a segment never passes
+    /// one released before it.
+    held: VecDeque<(Instant, PacketBuf)>,
+    /// Most packets held; past it the oldest goes early.
+    capacity: usize,
+}
+
+impl DelayLine {
+    /// A line holding at most `capacity` packets.
+    pub fn new(capacity: usize) -> Self {
+        DelayLine {
+            held: VecDeque::new(),
+            capacity: capacity.max(1),
+        }
+    }
+
+    /// Take the next packet in order: into `out` at once if it is not to
+    /// be held (`due` is `None`), else behind those held already.
+    pub fn push(&mut self, due: Option<Instant>, buf: PacketBuf, out: &mut Vec<PacketBuf>) {
+        let Some(due) = due else {
+            out.push(buf);
+            return;
+        };
+        let due = self.held.back().map_or(due, |&(last, _)| due.max(last));
+        self.held.push_back((due, buf));
+        if self.held.len() > self.capacity {
+            if let Some((_, early)) = self.held.pop_front() {
+                out.push(early);
+            }
+        }
+    }
+
+    /// Move the packets due by `now` into `out`.
+    pub fn release(&mut self, now: Instant, out: &mut Vec<PacketBuf>) {
+        while self.held.front().is_some_and(|&(due, _)| due <= now) {
+            if let Some((_, buf)) = self.held.pop_front() {
+                out.push(buf);
+            }
+        }
+    }
+
+    /// Return when the next packet is due.
+    pub fn next_due(&self) -> Option<Instant> {
+        self.held.front().map(|&(due, _)| due)
+    }
+
+    /// Return how many packets are held.
+    pub fn len(&self) -> usize {
+        self.held.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn numbered(n: u8) -> PacketBuf {
+        PacketBuf::copy_of(&[n])
+    }
+
+    fn numbers(out: &[PacketBuf]) -> Vec<u8> {
+        out.iter().map(|b| b.packet()[0]).collect()
+    }
+
+    #[test]
+    fn held_packets_leave_when_due_in_the_order_they_came() {
+        let t0 = crate::tests::t0();
+        let ms = |n: u64| t0 + Duration::from_millis(n);
+        let mut line = DelayLine::new(16);
+        let mut out = Vec::new();
+        line.push(Some(ms(30)), numbered(1), &mut out);
+        // Due sooner, but behind 1: it waits for it.
+        line.push(Some(ms(20)), numbered(2), &mut out);
+        // Not held: passes at once.
+        line.push(None, numbered(3), &mut out);
+        line.push(Some(ms(40)), numbered(4), &mut out);
+        assert_eq!(numbers(&out), [3]);
+        assert_eq!(line.next_due(), Some(ms(30)));
+        out.clear();
+        line.release(ms(29), &mut out);
+        assert!(out.is_empty());
+        line.release(ms(30), &mut out);
+        assert_eq!(numbers(&out), [1, 2]);
+        line.release(ms(50), &mut out);
+        assert_eq!(numbers(&out), [1, 2, 4]);
+        assert_eq!(line.next_due(), None);
+    }
+
+    #[test]
+    fn a_full_line_lets_its_oldest_go_early() {
+        let t0 = crate::tests::t0();
+        let mut line = DelayLine::new(2);
+        let mut out = Vec::new();
+        for n in 1..=3 {
+            line.push(Some(t0 + Duration::from_secs(1)), numbered(n), &mut out);
+        }
+        assert_eq!(numbers(&out), [1]);
+        assert_eq!(line.len(), 2);
+    }
+}
