@@ -251,6 +251,8 @@ impl Endpoint {
     pub fn handle_tun(&mut self, now: Instant, packets: &mut Vec<PacketBuf>) {
         self.now = self.now.max(now);
         let sent_us = self.paths.micros(now) as u32;
+        // The paths' base delays do not change within a batch.
+        let spread_us = self.paths.spread_us();
         let mut delivering = self.paths.still_delivering(now);
         for buf in packets.drain(..) {
             if ip::packet_len(buf.packet()).is_none() {
@@ -261,7 +263,7 @@ impl Endpoint {
             let len = buf.len();
             let usable = self.paths.usable();
             let held_until_us = if ip::is_timed_tcp_segment(buf.packet()) {
-                self.paths.spread_us()
+                spread_us
             } else {
                 0.0
             };

@@ -146,12 +146,11 @@ fn earliest_arrival(
                 .is_some_and(|&cap| shares.get(path.index()).is_some_and(|&s| s > cap))
         });
         let tier = if over_cap { 2 } else { u8::from(p.full(now)) };
+        // The queue the packet would wait behind, its own time included;
+        // the arrival is that past the path's base delay.
         let queue = p.model_queue_us(now) + len as f64 / p.rate();
-        let rank = (
-            tier,
-            arrival_us(p, now, len, base_min).max(held_until_us),
-            queue,
-        );
+        let arrival = p.base_above(base_min) + queue;
+        let rank = (tier, arrival.max(held_until_us), queue);
         if best.is_none_or(|(r, _)| {
             rank.0
                 .cmp(&r.0)
