@@ -1018,7 +1018,7 @@ fn a_repair_is_waited_for_as_long_as_another_path_takes_to_bring_it() {
 }
 
 #[test]
-#[ignore = "fails since TCP delay equalization: 103.7 Mbit/s against 249.9 (the old scheduler: 149.8 under the HyStart model); repairs of the 5 Mbit/s path's first overflow are resent into the same queue and lost, and the flow backs off in its first second; issue 14"]
+#[ignore = "fails since TCP delay equalization: 119.9 Mbit/s against 249.9 (the old scheduler: 149.8 under the HyStart model); repairs of the 5 Mbit/s path's first overflow are resent into the same queue and lost, and the flow backs off in its first second; issue 14"]
 fn a_near_path_is_filled_only_as_deep_as_its_buffer_held() {
     // Sweep seed 2, #25. The near paths' buffers are shallower than the
     // 261 Mbit/s path is further away: filled until their queue is that

@@ -524,6 +524,31 @@ fn a_trickle_through_a_queue_does_not_pass_for_the_path_capacity() {
 }
 
 #[test]
+fn a_slow_path_is_measured_within_tens_of_milliseconds_of_queueing() {
+    // Path 1 carries 10 Mbit/s through a standing queue. A flow in slow
+    // start doubles every round trip: had the scheduler to wait the full
+    // span of a rate sample (80 ms) it would go on crediting the path with
+    // the initial guess (100 Mbit/s) and overrun its queue first.
+    let mut pair = Pair::new(&[5, 5]);
+    pair.run(0, 600);
+    // 3 ms of queue, standing before the data (A's own probes, 10 a second
+    // while A sends nothing, take a few hundred ms to show it).
+    pair.delays[1] = Some(8 * MS);
+    pair.run(600, 1000);
+    for (k, ms) in (1000..1060u64).enumerate() {
+        let data = plaintext(&ip_packet(1210), &data_trailer(k as u32, k as u32, EPOCH_A));
+        pair.b
+            .handle_datagrams(pair.at(ms), PathId(1), &mut vec![data]);
+        pair.run(ms, ms + 1);
+    }
+    let rate = pair.a.estimate(PathId(1)).rate_mbps;
+    assert!(
+        rate.is_some_and(|r| (7.0..14.0).contains(&r)),
+        "rate {rate:?} Mbit/s"
+    );
+}
+
+#[test]
 fn packets_sent_into_a_standing_queue_say_so() {
     // The receiver leaves a loss just before such a packet to the inner
     // flow; before the queue shows, and once it is gone, losses are repaired.

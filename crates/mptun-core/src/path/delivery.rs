@@ -23,6 +23,13 @@ const QUEUED_MIN_BYTES: u64 = 16 * 1024;
 /// the count swings with when the peer happened to read its sockets, and
 /// the windowed maximum of the samples overstates the path.
 const SAMPLE_SPAN_US: u64 = 80_000;
+/// Shortest span of a queued delivery-rate sample taken before the path's
+/// capacity was first measured: noisier than a full span, but far nearer
+/// than the initial guess to a path that is slower than it, which a flow
+/// in slow start would otherwise overrun before the first full span.
+const FIRST_SAMPLE_SPAN_US: u64 = 20_000;
+/// Bytes such a first sample must cover.
+const FIRST_SAMPLE_MIN_BYTES: u64 = 4 * 1024;
 /// Loss above twice a path's random loss, in a span with packets sent into
 /// a standing queue, that says the queue overflowed.
 const OVERFLOW_LOSS_MARGIN: f64 = 0.005;
@@ -70,6 +77,9 @@ pub(crate) struct Delivery {
     /// The highest delivery rate measured without a queue (what was sent);
     /// raises the estimate when the path carries more than it was credited.
     rate_unqueued: WindowedMax,
+    /// A queued delivery rate over a short span, taken until `rate` has
+    /// its first sample, and standing in for it.
+    rate_first: Option<f64>,
     last_report: Option<ReceiveReport>,
     /// Loss of our data, smoothed, as a fraction.
     loss: f64,
@@ -88,6 +98,7 @@ impl Default for Delivery {
         Delivery {
             rate: WindowedMax::new(RATE_WINDOW),
             rate_unqueued: WindowedMax::new(RATE_WINDOW),
+            rate_first: None,
             last_report: None,
             loss: 0.0,
             judged_packets: 0,
@@ -103,12 +114,16 @@ impl Delivery {
     /// queue stood at the bottleneck; otherwise it is a lower bound.
     pub fn capacity(&self) -> f64 {
         let unqueued = self.rate_unqueued.get().unwrap_or(0.0);
-        self.rate.get().unwrap_or(INITIAL_RATE).max(unqueued)
+        self.rate
+            .get()
+            .or(self.rate_first)
+            .unwrap_or(INITIAL_RATE)
+            .max(unqueued)
     }
 
     /// Return whether any delivery rate was measured.
     pub fn measured(&self) -> bool {
-        self.rate.get().is_some() || self.rate_unqueued.get().is_some()
+        self.rate.get().is_some() || self.rate_first.is_some() || self.rate_unqueued.get().is_some()
     }
 
     /// Bytes per microsecond the scheduler assumes the path drains: its
@@ -186,6 +201,7 @@ impl Delivery {
                 // Counters went back: the peer's receive state restarted.
             } else if report.peer_sent_us.saturating_sub(last.peer_sent_us) < SAMPLE_SPAN_US {
                 // Too short a span; measure from the same start next time.
+                self.sample_first_rate(&last, &report, queued_us);
                 report = last;
             } else {
                 self.sample_rate(now, &last, &report, queued_us);
@@ -194,6 +210,19 @@ impl Delivery {
         }
         self.last_report = Some(report);
         overflowed
+    }
+
+    fn sample_first_rate(&mut self, last: &ReceiveReport, report: &ReceiveReport, queued_us: f64) {
+        let span_us = report.peer_sent_us.saturating_sub(last.peer_sent_us);
+        let bytes = report.rx_bytes.saturating_sub(last.rx_bytes);
+        if self.rate.get().is_none()
+            && span_us >= FIRST_SAMPLE_SPAN_US
+            && queued_us > QUEUED_US
+            && bytes >= FIRST_SAMPLE_MIN_BYTES
+        {
+            let rate = bytes as f64 * 1e6 / span_us as f64;
+            self.rate_first = Some(self.rate_first.map_or(rate, |r| r.max(rate)));
+        }
     }
 
     fn sample_rate(
@@ -213,6 +242,7 @@ impl Delivery {
             let rate = bytes as f64 * 1e6 / span_us as f64;
             if queued_us > QUEUED_US && bytes >= QUEUED_MIN_BYTES {
                 self.rate.update(now, rate);
+                self.rate_first = None;
             } else {
                 self.rate_unqueued.update(now, rate);
             }
