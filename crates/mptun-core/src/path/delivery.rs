@@ -55,6 +55,18 @@ impl ReceiveReport {
             rx_highest: probe.rx_highest_path_seq,
         }
     }
+
+    /// Return the µs of the peer's clock between `last` and this report.
+    fn span_us(&self, last: &ReceiveReport) -> u64 {
+        self.peer_sent_us.saturating_sub(last.peer_sent_us)
+    }
+
+    /// Return the bytes the peer received since `last`, and their rate
+    /// over the span, bytes per second.
+    fn delivered_since(&self, last: &ReceiveReport) -> (u64, f64) {
+        let bytes = self.rx_bytes.saturating_sub(last.rx_bytes);
+        (bytes, bytes as f64 * 1e6 / self.span_us(last).max(1) as f64)
+    }
 }
 
 /// Why a span's loss is not to be judged: it says nothing about the path.
@@ -199,7 +211,7 @@ impl Delivery {
         if let Some(last) = self.last_report {
             if report.rx_bytes < last.rx_bytes || report.rx_packets < last.rx_packets {
                 // Counters went back: the peer's receive state restarted.
-            } else if report.peer_sent_us.saturating_sub(last.peer_sent_us) < SAMPLE_SPAN_US {
+            } else if report.span_us(&last) < SAMPLE_SPAN_US {
                 // Too short a span; measure from the same start next time.
                 self.sample_first_rate(&last, &report, queued_us);
                 report = last;
@@ -213,14 +225,12 @@ impl Delivery {
     }
 
     fn sample_first_rate(&mut self, last: &ReceiveReport, report: &ReceiveReport, queued_us: f64) {
-        let span_us = report.peer_sent_us.saturating_sub(last.peer_sent_us);
-        let bytes = report.rx_bytes.saturating_sub(last.rx_bytes);
+        let (bytes, rate) = report.delivered_since(last);
         if self.rate.get().is_none()
-            && span_us >= FIRST_SAMPLE_SPAN_US
+            && report.span_us(last) >= FIRST_SAMPLE_SPAN_US
             && queued_us > QUEUED_US
             && bytes >= FIRST_SAMPLE_MIN_BYTES
         {
-            let rate = bytes as f64 * 1e6 / span_us as f64;
             self.rate_first = Some(self.rate_first.map_or(rate, |r| r.max(rate)));
         }
     }
@@ -232,14 +242,12 @@ impl Delivery {
         report: &ReceiveReport,
         queued_us: f64,
     ) {
-        let span_us = report.peer_sent_us.saturating_sub(last.peer_sent_us);
-        let bytes = report.rx_bytes - last.rx_bytes;
+        let (bytes, rate) = report.delivered_since(last);
         // Old samples leave the filters even when no new one comes (a path
         // the scheduler stopped using sends none).
         self.rate.expire(now);
         self.rate_unqueued.expire(now);
         if bytes > 0 {
-            let rate = bytes as f64 * 1e6 / span_us as f64;
             if queued_us > QUEUED_US && bytes >= QUEUED_MIN_BYTES {
                 self.rate.update(now, rate);
                 self.rate_first = None;
