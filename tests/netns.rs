@@ -705,6 +705,12 @@ fn metrics_are_openmetrics_and_count_the_traffic() {
         below = n;
     }
     assert_eq!(below, held, "+Inf bucket against the count");
+    // How long TCP segments are held to the farthest path's delay, and
+    // how many were: the paths' delays are measured by now.
+    let tcp_hold = sample(&b, &format!("mptun_tcp_hold_seconds{{{iface}}}"));
+    assert!((0.0..=0.1).contains(&tcp_hold), "TCP held {tcp_hold} s");
+    // Present; how many depends on which way each segment came.
+    sample(&b, &format!("mptun_tcp_held_segments_total{{{iface}}}"));
     assert!(
         sample(
             &b,

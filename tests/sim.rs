@@ -9,7 +9,9 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::time::{Duration, Instant};
 
-use mptun_core::{Endpoint, EndpointConfig, PacketBuf, PathId, PathState, ReorderStats};
+use mptun_core::{
+    Endpoint, EndpointConfig, PacketBuf, PathEstimate, PathId, PathState, ReorderStats,
+};
 use mptun_netem::model::{Direction, DirectionConfig};
 
 const PACKET: usize = 1400;
@@ -336,6 +338,8 @@ struct Report {
     resent: u64,
     /// Each path's share of A's packets.
     shares: Vec<f64>,
+    /// What A knew of each path at the end.
+    estimates: Vec<PathEstimate>,
 }
 
 impl Report {
@@ -588,7 +592,11 @@ impl Sim {
             }
             while let Some(e) = a.endpoint.poll_event() {
                 if std::env::var_os("SIM_TRACE").is_some() {
-                    eprintln!("  {:?} {e:?} {:?}", now - t0, a.endpoint.estimate(e.path));
+                    eprintln!(
+                        "  {:?} {e:?} {:?}",
+                        now - t0,
+                        a.endpoint.estimate(e.path, now)
+                    );
                 }
             }
         }
@@ -598,7 +606,7 @@ impl Sim {
             eprintln!(
                 "  path {i}: {:?} {:?}; dropped {} at the queue, {} at random",
                 a.endpoint.state(id),
-                a.endpoint.estimate(id),
+                a.endpoint.estimate(id, now),
                 link.drop_queue_full,
                 link.drop_loss,
             );
@@ -613,6 +621,9 @@ impl Sim {
                 report.resent += s.resent;
                 s.tx_packets - s.resent
             })
+            .collect();
+        report.estimates = (0..n)
+            .map(|i| a.endpoint.estimate(PathId(i as u8), now))
             .collect();
         let total: u64 = sent.iter().sum();
         report.shares = sent
@@ -959,7 +970,7 @@ fn a_bulk_flow_uses_the_biggest_path_among_four_unequal_ones() {
     assert_bulk_reaches_the_best_path("four unequal", 12, &paths, 3);
 }
 
-fn spec(rate_mbit: f64, delay_ms: f64, jitter_ms: f64, loss: f64) -> PathSpec {
+const fn spec(rate_mbit: f64, delay_ms: f64, jitter_ms: f64, loss: f64) -> PathSpec {
     PathSpec {
         rate_mbit,
         delay_ms,
@@ -1007,14 +1018,7 @@ fn a_repair_is_waited_for_as_long_as_another_path_takes_to_bring_it() {
     // a few ms further. Given up after the nearest path's own round trip,
     // they reach the inner flow, which leaves slow start at 140 packets
     // and never reaches the 244 Mbit/s path.
-    let paths = [
-        spec(8.0, 71.5, 4.0, 0.0),
-        spec(16.0, 7.5, 0.0, 0.0),
-        spec(244.0, 39.0, 1.5, 0.0),
-        spec(21.0, 8.0, 0.0, 0.0),
-        spec(141.0, 10.0, 1.0, 0.0),
-    ];
-    assert_bulk_reaches_the_best_path("near small, big further", 211, &paths, 2);
+    assert_bulk_reaches_the_best_path("near small, big further", 211, &NEAR_SMALL, 2);
 }
 
 #[test]
@@ -1033,6 +1037,43 @@ fn a_near_path_is_filled_only_as_deep_as_its_buffer_held() {
         spec(261.0, 49.5, 0.0, 0.0),
     ];
     assert_bulk_reaches_the_best_path("near shallow, big further", 224, &paths, 4);
+}
+
+/// Sweep seed 2, #12: small paths near, big ones further out.
+const NEAR_SMALL: [PathSpec; 5] = [
+    spec(8.0, 71.5, 4.0, 0.0),
+    spec(16.0, 7.5, 0.0, 0.0),
+    spec(244.0, 39.0, 1.5, 0.0),
+    spec(21.0, 8.0, 0.0, 0.0),
+    spec(141.0, 10.0, 1.0, 0.0),
+];
+
+#[test]
+fn a_path_that_overflowed_shows_how_deep_it_is_filled() {
+    // Slow start overruns the near small paths. What the scheduler learned
+    // of them is what an operator sees; the big path further out never
+    // overflowed.
+    let report = run("near small, shown", Sim::window(211, &NEAR_SMALL, 20.0));
+    let overflowed: Vec<&PathEstimate> = report
+        .estimates
+        .iter()
+        .filter(|e| e.overflows > 0)
+        .collect();
+    assert!(
+        !overflowed.is_empty(),
+        "no path overflowed: {:#?}",
+        report.estimates
+    );
+    for e in overflowed {
+        let limit = e.queue_limit_ms.expect("an overflowed path has a limit");
+        assert!((5.0..200.0).contains(&limit), "limit {limit} ms");
+    }
+    let big = &report.estimates[2];
+    assert_eq!(
+        (big.overflows, big.queue_limit_ms),
+        (0, None),
+        "the big path has room"
+    );
 }
 
 /// A lab sweep scenario, as the simulation runs it: its paths, and its cut

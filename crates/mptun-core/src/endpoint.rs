@@ -118,6 +118,9 @@ pub struct EndpointStats {
     /// Times the peer was found restarted (a new run followed), after the
     /// first.
     pub epoch_changes: u64,
+    /// TCP segments held, once in order, until they had been under way as
+    /// long as one on the farthest path (see [`crate::equalize`]).
+    pub equalized: u64,
 }
 
 /// The peer's run being followed.
@@ -358,6 +361,9 @@ impl Endpoint {
     /// device.
     pub fn poll_deliver(&mut self, out: &mut Vec<PacketBuf>) {
         while let Some(received) = self.reorder.poll_release() {
+            if received.due.is_some_and(|due| due > self.now) {
+                self.stats.equalized += 1;
+            }
             self.delay_line.push(received.due, received.buf, out);
         }
         self.delay_line.release(self.now, out);
@@ -408,8 +414,8 @@ impl Endpoint {
     }
 
     /// Return what is known of a path.
-    pub fn estimate(&self, path: PathId) -> PathEstimate {
-        self.paths.estimate(path)
+    pub fn estimate(&self, path: PathId, now: Instant) -> PathEstimate {
+        self.paths.estimate(path, now)
     }
 
     /// Return whether a path has been down long enough that a fresh
@@ -462,6 +468,12 @@ impl Endpoint {
     /// under way as long as one on the farthest path.
     pub fn equalizing(&self) -> usize {
         self.delay_line.len()
+    }
+
+    /// Return how long a TCP segment that came the nearest way is held
+    /// now; `None` until a path towards us is measured.
+    pub fn equalize_wait(&self) -> Option<Duration> {
+        self.paths.equalize_wait(self.now, self.max_equalize)
     }
 
     // Inside.

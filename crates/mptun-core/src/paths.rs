@@ -489,25 +489,35 @@ impl PathTable {
     /// flow's round trip is the least of its samples, and a late packet is
     /// only one.
     pub fn equalized_due(&self, now: Instant, sent_us: u32, max_wait: Duration) -> Option<Instant> {
-        let mut base_min: Option<i64> = None;
-        let mut farthest: Option<f64> = None;
-        for p in self.heard(now) {
-            let Some(base) = p.peer_probes.owd_in.min() else {
-                continue;
-            };
-            base_min = Some(base_min.map_or(base, |m| m.min(base)));
-            farthest = Some(farthest.map_or(base as f64, |f| f.max(base as f64)));
-        }
-        let (base_min, farthest) = (base_min?, farthest?);
+        let (base_min, spread_us) = self.incoming_spread(now)?;
         // The peer's clock is known only up to an offset, the same on every
         // path: time under way counts from the nearest path's base delay,
         // in the trailer's 32 wrapping bits.
         let under_way = (self.micros(now) as u32)
             .wrapping_sub(sent_us)
             .wrapping_sub(base_min as u32) as i32;
-        let wait_us =
-            (farthest - base_min as f64 - f64::from(under_way)).min(max_wait.as_secs_f64() * 1e6);
+        let wait_us = (spread_us - f64::from(under_way)).min(max_wait.as_secs_f64() * 1e6);
         (wait_us >= 1.0).then(|| now + Duration::from_micros(wait_us as u64))
+    }
+
+    /// Return how long a TCP segment that came the nearest way is held, at
+    /// most `max_wait`; `None` until a path towards us is measured. See
+    /// [`equalized_due`](Self::equalized_due).
+    pub fn equalize_wait(&self, now: Instant, max_wait: Duration) -> Option<Duration> {
+        let (_, spread_us) = self.incoming_spread(now)?;
+        Some(Duration::from_micros(spread_us as u64).min(max_wait))
+    }
+
+    /// Return the least base one-way delay towards us among the paths the
+    /// peer is heard on (on its clock, µs), and how much more the farthest
+    /// one's is.
+    fn incoming_spread(&self, now: Instant) -> Option<(i64, f64)> {
+        let mut bases = self.heard(now).filter_map(|p| p.peer_probes.owd_in.min());
+        let first = bases.next()?;
+        let (least, most) = bases.fold((first, first), |(lo, hi), b| (lo.min(b), hi.max(b)));
+        // In floating point: the delays are offsets from the peer's clock,
+        // which it chose.
+        Some((least, most as f64 - least as f64))
     }
 
     /// Return how much farther than the nearest the farthest usable path
@@ -566,8 +576,8 @@ impl PathTable {
         set
     }
 
-    /// Return what is known of a path, for status output.
-    pub fn estimate(&self, path: PathId) -> PathEstimate {
+    /// Return what is known of a path at `now`, for status output.
+    pub fn estimate(&self, path: PathId, now: Instant) -> PathEstimate {
         let Some(p) = self.get(path) else {
             return PathEstimate::default();
         };
@@ -590,6 +600,8 @@ impl PathTable {
             jitter_in_ms: p.peer_probes.owd_in.jitter() / 1000.0,
             echo_late: p.liveness.echo_late(),
             late_echoes: p.liveness.late_echoes(),
+            queue_limit_ms: p.queue_limit.limit_us(now).map(|l| l / 1000.0),
+            overflows: p.queue_limit.overflows(),
         }
     }
 }

@@ -209,6 +209,12 @@ pub fn render(s: &Status) -> String {
         &path_gauges(&|p| p.rate_mbps.map(|r| r * 1e6)),
     );
     f.gauge(
+        "mptun_path_queue_limit_seconds",
+        Some("seconds"),
+        "Queue the scheduler fills the path to, learned from its overflows.",
+        &path_gauges(&|p| p.queue_limit_ms.map(|l| l / 1000.0)),
+    );
+    f.gauge(
         "mptun_path_last_handshake_age_seconds",
         Some("seconds"),
         "Time since the path's last WireGuard handshake.",
@@ -220,7 +226,7 @@ pub fn render(s: &Status) -> String {
         "Time since the path's state last changed.",
         &path_gauges(&|p| p.since_change_secs),
     );
-    let counters: [(&str, &str, &PathCounter); 20] = [
+    let counters: [(&str, &str, &PathCounter); 21] = [
         (
             "mptun_path_flaps",
             "Times the path stopped carrying data.",
@@ -286,6 +292,11 @@ pub fn render(s: &Status) -> String {
             "mptun_path_late_echoes",
             "Probe echoes overdue enough to avoid the path.",
             &|p| p.late_echoes,
+        ),
+        (
+            "mptun_path_queue_overflows",
+            "Times packets sent into the path's standing queue were lost beyond its random loss.",
+            &|p| p.overflows,
         ),
         (
             "mptun_path_send_errors",
@@ -387,6 +398,11 @@ pub fn render(s: &Status) -> String {
             r.congestion_losses,
         ),
         (
+            "mptun_tcp_held_segments",
+            "TCP segments held to the farthest path's delay.",
+            r.tcp_held,
+        ),
+        (
             "mptun_peer_restarts",
             "Peer restarts followed.",
             r.epoch_changes,
@@ -436,6 +452,17 @@ pub fn render(s: &Status) -> String {
         Some("seconds"),
         "How long a gap is waited for now.",
         &[(iface.clone(), r.hold_ms / 1e3)],
+    );
+    let tcp_hold: Vec<(String, f64)> = r
+        .tcp_hold_ms
+        .map(|wait| (iface.clone(), wait / 1e3))
+        .into_iter()
+        .collect();
+    f.gauge(
+        "mptun_tcp_hold_seconds",
+        Some("seconds"),
+        "How long a TCP segment that came the nearest way is held now.",
+        &tcp_hold,
     );
 
     // The hold-time histogram, cumulative, over the core's 0.25 ms buckets

@@ -205,6 +205,15 @@ pub struct ReorderStatus {
     pub repaired: u64,
     /// Losses on a congested path, left to the inner flow unrepaired.
     pub congestion_losses: u64,
+    /// How long a TCP segment that came the nearest way is held, so that
+    /// its flow sees the farthest path's round trip; none until measured.
+    #[serde(default)]
+    pub tcp_hold_ms: Option<f64>,
+    /// TCP segments held so, in all, and now.
+    #[serde(default)]
+    pub tcp_held: u64,
+    #[serde(default)]
+    pub tcp_holding: usize,
 }
 
 /// One path.
@@ -231,6 +240,14 @@ pub struct PathStatus {
     /// Times a probe's echo was overdue enough for new data to avoid the
     /// path, before it would be marked down.
     pub late_echoes: u64,
+    /// The queue the scheduler fills the path to, ms, learned from its
+    /// overflows; none if it never overflowed (or came back since).
+    #[serde(default)]
+    pub queue_limit_ms: Option<f64>,
+    /// Times packets sent into the path's standing queue were lost beyond
+    /// its random loss.
+    #[serde(default)]
+    pub overflows: u64,
     pub since_handshake_secs: Option<f64>,
     pub handshake_rtt_ms: Option<u32>,
     /// Handshakes completed on this path's session.
@@ -563,6 +580,13 @@ pub fn render(s: &Status) -> String {
             .map_or("-".into(), |w| format!("{w:.1} ms")),
         r.congestion_losses
     );
+    if let Some(wait) = r.tcp_hold_ms {
+        let _ = writeln!(
+            o,
+            "  tcp segments: held {wait:.1} ms to the farthest path's delay, holding {}; {} held in all",
+            r.tcp_holding, r.tcp_held
+        );
+    }
     let _ = writeln!(
         o,
         "  skipped: {} as lost, {} on timeout, {} on overflow, {} on peer restart",
@@ -671,6 +695,16 @@ pub fn render(s: &Status) -> String {
                 o,
                 "  late echoes: {} (new data avoided the path until the next echo)",
                 p.late_echoes
+            );
+        }
+        if p.overflows > 0 {
+            let _ = writeln!(
+                o,
+                "  queue overflows: {}{}",
+                p.overflows,
+                p.queue_limit_ms.map_or(String::new(), |l| format!(
+                    "; filled to {l:.1} ms of queue since"
+                ))
             );
         }
         if p.rx_initiations + p.rx_cookie_replies > 0 {

@@ -21,6 +21,14 @@ fn ip_packet(len: usize) -> PacketBuf {
     PacketBuf::copy_of(&bytes)
 }
 
+/// An IPv4 TCP segment of `len` bytes, data after a 20-byte TCP header.
+fn tcp_segment(len: usize) -> PacketBuf {
+    let mut bytes = ip_packet(len.max(41)).packet().to_vec();
+    bytes[9] = 6;
+    bytes[32] = 0x50;
+    PacketBuf::copy_of(&bytes)
+}
+
 /// A plaintext as a path's session would open it: `body` and a trailer.
 fn plaintext(body: &PacketBuf, trailer: &Trailer) -> PacketBuf {
     let mut buf = body.clone();
@@ -47,6 +55,8 @@ fn trailer_of(buf: &PacketBuf) -> Trailer {
 
 struct Pair {
     t0: Instant,
+    /// The latest time the pair was run to or sent at.
+    now: Instant,
     a: Endpoint,
     b: Endpoint,
     /// One-way delay per path; `None` cuts the path.
@@ -77,6 +87,7 @@ impl Pair {
         }
         Pair {
             t0,
+            now: t0,
             a,
             b,
             delays: delays_ms
@@ -126,12 +137,18 @@ impl Pair {
     fn run(&mut self, from_ms: u64, until_ms: u64) {
         for ms in from_ms..until_ms {
             let now = self.at(ms);
+            self.now = now;
             self.a.handle_timeout(now);
             self.flush(true, now);
             self.b.handle_timeout(now);
             self.flush(false, now);
             self.arrive(now);
         }
+    }
+
+    /// What A knows of `path` now.
+    fn estimate(&self, path: u8) -> PathEstimate {
+        self.a.estimate(PathId(path), self.now)
     }
 
     fn arrive(&mut self, now: Instant) {
@@ -149,8 +166,14 @@ impl Pair {
     /// Send a data packet of `len` bytes from A at `now`; return its path
     /// and trailer.
     fn send(&mut self, now: Instant, len: usize) -> Option<(PathId, Trailer)> {
+        self.send_packet(now, ip_packet(len))
+    }
+
+    /// Send `packet` from A at `now`; return its path and trailer.
+    fn send_packet(&mut self, now: Instant, packet: PacketBuf) -> Option<(PathId, Trailer)> {
+        self.now = now;
         let before = self.sent.len();
-        self.a.handle_tun(now, &mut vec![ip_packet(len)]);
+        self.a.handle_tun(now, &mut vec![packet]);
         self.flush(true, now);
         self.sent[before..].last().copied()
     }
@@ -172,8 +195,8 @@ impl Pair {
 fn probes_measure_rtt_and_relative_delay() {
     let mut pair = Pair::new(&[5, 30]);
     pair.run(0, 2000);
-    let fast = pair.a.estimate(PathId(0));
-    let slow = pair.a.estimate(PathId(1));
+    let fast = pair.estimate(0);
+    let slow = pair.estimate(1);
     assert!((fast.srtt_ms.unwrap() - 10.0).abs() < 1.5, "{fast:?}");
     assert!((slow.srtt_ms.unwrap() - 60.0).abs() < 1.5, "{slow:?}");
     assert!(fast.owd_rel_ms.unwrap().abs() < 0.5, "{fast:?}");
@@ -479,7 +502,7 @@ fn the_queue_model_follows_echoes_down_as_well_as_up() {
     for _ in 0..400 {
         pair.send(t, 1250);
     }
-    let model_ms = |pair: &Pair| pair.a.estimate(PathId(0)).model_queue_ms;
+    let model_ms = |pair: &Pair| pair.estimate(0).model_queue_ms;
     assert!((model_ms(&pair) - 40.0).abs() < 1.0, "{}", model_ms(&pair));
     let feed = |pair: &mut Pair, from_ms: u64, until_ms: u64| {
         for ms in from_ms..until_ms {
@@ -541,7 +564,7 @@ fn a_slow_path_is_measured_within_tens_of_milliseconds_of_queueing() {
             .handle_datagrams(pair.at(ms), PathId(1), &mut vec![data]);
         pair.run(ms, ms + 1);
     }
-    let rate = pair.a.estimate(PathId(1)).rate_mbps;
+    let rate = pair.estimate(1).rate_mbps;
     assert!(
         rate.is_some_and(|r| (7.0..14.0).contains(&r)),
         "rate {rate:?} Mbit/s"
@@ -600,20 +623,20 @@ fn traffic_leaves_a_silent_busy_path_long_before_it_is_down() {
         if left_at.is_none() && pair.a.usable() == PathSet(0b10) {
             left_at = Some(ms - 1000);
             assert_eq!(pair.a.state(PathId(0)), PathState::Up, "not down yet");
-            assert!(pair.a.estimate(PathId(0)).echo_late);
+            assert!(pair.estimate(0).echo_late);
             assert_eq!(pair.a.paths.nack_paths(), PathSet(0b10));
         }
     }
     assert_eq!(pair.a.state(PathId(0)), PathState::Down);
-    assert!(!pair.a.estimate(PathId(0)).echo_late, "down, not late");
+    assert!(!pair.estimate(0).echo_late, "down, not late");
     let left_after = left_at.expect("path 0 kept in use");
     assert!(left_after <= 60, "left after {left_after} ms");
-    assert_eq!(pair.a.estimate(PathId(0)).late_echoes, 1);
+    assert_eq!(pair.estimate(0).late_echoes, 1);
     // Back at the first echo once the path works again.
     pair.delays[0] = Some(5 * MS);
     pair.run_busy(1300, 1500);
     assert_eq!(pair.a.usable(), PathSet(0b11));
-    assert_eq!(pair.a.estimate(PathId(0)).late_echoes, 1, "no flapping");
+    assert_eq!(pair.estimate(0).late_echoes, 1, "no flapping");
 }
 
 #[test]
@@ -624,7 +647,7 @@ fn when_every_path_is_late_data_and_nacks_still_go_out() {
     pair.run_busy(0, 1000);
     pair.delays = vec![None, None];
     pair.run(1000, 1080);
-    assert!(pair.a.estimate(PathId(0)).echo_late && pair.a.estimate(PathId(1)).echo_late);
+    assert!(pair.estimate(0).echo_late && pair.estimate(1).echo_late);
     assert_eq!(pair.a.state(PathId(0)), PathState::Up);
     assert_eq!(pair.a.usable(), PathSet(0b11));
     assert_eq!(pair.a.paths.nack_paths(), PathSet(0b11));
@@ -695,7 +718,7 @@ fn drops_at_a_standing_queue_are_not_the_path_s_loss_after_the_queue_is_gone() {
     }
     let flagged = pair.sent.iter().any(|(_, t)| t.congested);
     assert!(flagged, "no packet met the queue");
-    let loss = pair.a.estimate(PathId(0)).loss;
+    let loss = pair.estimate(0).loss;
     assert!(loss < LOSS_CLEAN, "loss {loss}");
 }
 
@@ -846,4 +869,36 @@ fn a_path_added_live_carries_data_once_its_session_is_up() {
     // Delivered in order, nothing lost to the change.
     let skipped = pair.b.reorder_stats().skipped_timeout + pair.b.reorder_stats().skipped_loss;
     assert_eq!(skipped, 0, "{:?}", pair.b.reorder_stats());
+}
+
+#[test]
+fn tcp_segments_that_came_the_near_way_are_held_to_the_far_one_and_counted() {
+    let mut pair = Pair::new(&[5, 30]);
+    pair.run(0, 2000);
+    let wait = pair
+        .b
+        .equalize_wait()
+        .expect("the paths' delays are measured");
+    assert!(
+        (24..=26).contains(&wait.as_millis()),
+        "holds TCP for {wait:?}"
+    );
+    pair.carry_data = true;
+    let mut near = 0;
+    for ms in 2000..2040 {
+        let (path, _) = pair
+            .send_packet(pair.at(ms), tcp_segment(1000))
+            .expect("sent");
+        near += usize::from(path == PathId(0));
+        pair.send(pair.at(ms), 1000).expect("sent");
+        pair.run(ms, ms + 1);
+    }
+    assert!(near > 0, "no segment took the near path");
+    // The segments that came the near way are held until they have been
+    // under way 30 ms; the others, and the packets that are not TCP, are
+    // not.
+    pair.run(2040, 2200);
+    assert_eq!(pair.delivered.len(), 80);
+    assert_eq!(pair.b.stats().equalized, near as u64);
+    assert_eq!(pair.b.equalizing(), 0);
 }

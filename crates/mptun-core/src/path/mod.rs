@@ -155,6 +155,12 @@ pub struct PathEstimate {
     pub echo_late: bool,
     /// Times the echo was late.
     pub late_echoes: u64,
+    /// The queue the scheduler fills the path to, ms, learned from its
+    /// overflows; none if it never overflowed (or came back since).
+    pub queue_limit_ms: Option<f64>,
+    /// Times packets sent into the path's standing queue were lost beyond
+    /// its random loss.
+    pub overflows: u64,
 }
 
 /// The timers of one path.

@@ -27,6 +27,8 @@ pub(crate) struct QueueLimit {
     peak: WindowedMax,
     /// The limit when it was set, and when.
     limit: Option<(f64, Instant)>,
+    /// Times the path overflowed, for status output.
+    overflows: u64,
 }
 
 impl Default for QueueLimit {
@@ -34,6 +36,7 @@ impl Default for QueueLimit {
         QueueLimit {
             peak: WindowedMax::new(PEAK_WINDOW),
             limit: None,
+            overflows: 0,
         }
     }
 }
@@ -47,6 +50,7 @@ impl QueueLimit {
     /// The path overflowed: fill it to a little less than the deepest
     /// queue met lately.
     pub fn overflowed(&mut self, now: Instant) {
+        self.overflows = self.overflows.saturating_add(1);
         self.peak.expire(now);
         let Some(peak) = self.peak.get() else {
             return;
@@ -64,9 +68,18 @@ impl QueueLimit {
         Some(limit + rise)
     }
 
-    /// Forget it: the path went down and may come back another.
+    /// Return how many times the path overflowed.
+    pub fn overflows(&self) -> u64 {
+        self.overflows
+    }
+
+    /// Forget the limit: the path went down and may come back another.
+    /// The count of overflows stays.
     pub fn reset(&mut self) {
-        *self = QueueLimit::default();
+        *self = QueueLimit {
+            overflows: self.overflows,
+            ..QueueLimit::default()
+        };
     }
 }
 

@@ -320,13 +320,16 @@ impl<T: TunDevice> EndpointTask<T> {
             repairs_requested: stats.repairs_requested,
             repaired: stats.repaired,
             congestion_losses: stats.congestion_losses,
+            tcp_hold_ms: endpoint.equalize_wait().map(ms),
+            tcp_held: endpoint.stats().equalized,
+            tcp_holding: endpoint.equalizing(),
         }
     }
 
     fn path_status(&self, info: &PathInfo, now: Instant) -> PathStatus {
         let id = info.id;
         let state = self.endpoint.state(id);
-        let est = self.endpoint.estimate(id);
+        let est = self.endpoint.estimate(id, now);
         let stats = self.endpoint.path_stats(id);
         let (handshake_at, handshake_rtt_ms) = info.handshake();
         let c = &info.counters;
@@ -360,6 +363,8 @@ impl<T: TunDevice> EndpointTask<T> {
             tx_nacks: stats.tx_nacks,
             rx_nacks: stats.rx_nacks,
             late_echoes: est.late_echoes,
+            queue_limit_ms: est.queue_limit_ms,
+            overflows: est.overflows,
             since_handshake_secs: handshake_at
                 .map(|t| now.saturating_duration_since(t).as_secs_f64()),
             handshake_rtt_ms,
