@@ -135,15 +135,11 @@ fn lab_sweep(
         json,
         mptun_exe: mptun_lab::mptun_exe()?,
     };
-    if !json {
-        eprintln!("{}", sweep::HEADER);
-    }
+    // Each scenario's line as it finishes, with --json too: the JSON comes
+    // only at the end, an hour later.
+    eprintln!("{}", sweep::HEADER);
     let report = run_until_interrupted(move || {
-        sweep::run(seed, count, &base, |line| {
-            if !base.json {
-                eprintln!("{line}");
-            }
-        })
+        Ok(sweep::run(seed, count, &base, |line| eprintln!("{line}")))
     })?;
     if let Some(path) = &plot {
         mptun_lab::plot::draw_sweep(&report, path)?;

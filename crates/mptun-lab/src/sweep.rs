@@ -281,23 +281,37 @@ impl SweepSummary {
     }
 }
 
+/// A scenario the lab could not run, twice.
+#[derive(Clone, Debug, Serialize)]
+pub struct SweepFailure {
+    pub number: usize,
+    pub scenario: Scenario,
+    pub error: String,
+}
+
 /// A whole sweep, as `--json` prints it.
 #[derive(Clone, Debug, Serialize)]
 pub struct SweepReport {
     pub seed: u64,
     pub results: Vec<SweepResult>,
+    /// Scenarios left out of the results and the summary.
+    pub failed: Vec<SweepFailure>,
     pub summary: SweepSummary,
 }
 
 /// Run `count` scenarios drawn from `seed`, each with `--compare`;
-/// `progress` gets a line per scenario as it finishes.
+/// `progress` gets a line per scenario as it finishes. A scenario the lab
+/// fails to run (a process that did not start on a busy host) is tried
+/// once more, then left out and reported: an hour's sweep is not lost to
+/// one of them.
 pub fn run(
     seed: u64,
     count: usize,
     base: &LabOptions,
     mut progress: impl FnMut(&str),
-) -> anyhow::Result<SweepReport> {
+) -> SweepReport {
     let mut results = Vec::new();
+    let mut failed = Vec::new();
     for (i, scenario) in draw(seed, count).into_iter().enumerate() {
         let number = i + 1;
         let options = LabOptions {
@@ -307,17 +321,33 @@ pub fn run(
             json: true,
             mptun_exe: base.mptun_exe.clone(),
         };
-        let report = crate::run::run(&options)?;
-        let result = SweepResult::of(number, &report);
-        progress(&render_line(&result));
-        results.push(result);
+        let report = crate::run::run(&options).or_else(|e| {
+            progress(&format!("#{number}: {e:#}; running it again"));
+            crate::run::run(&options)
+        });
+        match report {
+            Ok(report) => {
+                let result = SweepResult::of(number, &report);
+                progress(&render_line(&result));
+                results.push(result);
+            }
+            Err(e) => {
+                progress(&format!("#{number}: {e:#}; left out"));
+                failed.push(SweepFailure {
+                    number,
+                    scenario: options.scenario,
+                    error: format!("{e:#}"),
+                });
+            }
+        }
     }
     let summary = SweepSummary::of(&results);
-    Ok(SweepReport {
+    SweepReport {
         seed,
         results,
+        failed,
         summary,
-    })
+    }
 }
 
 /// Describe a scenario's paths in one short line.
@@ -373,6 +403,15 @@ pub fn render(report: &SweepReport) -> String {
     let _ = writeln!(o, "{HEADER}");
     for r in &report.results {
         let _ = writeln!(o, "{}", render_line(r));
+    }
+    for f in &report.failed {
+        let _ = writeln!(
+            o,
+            "#{:<3} not run: {}  {}",
+            f.number,
+            f.error,
+            describe(&f.scenario)
+        );
     }
     let s = &report.summary;
     let n = s.scenarios.max(1) as f64;

@@ -118,6 +118,10 @@ impl Tunnels {
     }
 
     fn spawn(&mut self, exe: &Path, ns: &str, ifname: &str) -> anyhow::Result<()> {
+        // A socket left by a wireguard-go that did not clean up would pass
+        // for the new one's before it listens.
+        let socket = Path::new(UAPI_DIR).join(format!("{ifname}.sock"));
+        let _ = std::fs::remove_file(&socket);
         let child = Command::new("ip")
             .args(["netns", "exec", ns])
             .arg(exe)
@@ -130,7 +134,6 @@ impl Tunnels {
             .with_context(|| format!("start {} in {ns}", exe.display()))?;
         self.processes.push(child);
         self.interfaces.push((ns.to_string(), ifname.to_string()));
-        let socket = Path::new(UAPI_DIR).join(format!("{ifname}.sock"));
         let deadline = Instant::now() + Duration::from_secs(5);
         while !socket.exists() {
             if Instant::now() > deadline {
@@ -169,8 +172,7 @@ impl Drop for Tunnels {
 /// answer.
 fn uapi_set(ifname: &str, body: &str) -> anyhow::Result<()> {
     let path = Path::new(UAPI_DIR).join(format!("{ifname}.sock"));
-    let mut stream =
-        UnixStream::connect(&path).with_context(|| format!("connect {}", path.display()))?;
+    let mut stream = connect(&path)?;
     stream.set_read_timeout(Some(Duration::from_secs(5)))?;
     stream.write_all(body.as_bytes())?;
     stream.write_all(b"\n")?;
@@ -185,6 +187,25 @@ fn uapi_set(ifname: &str, body: &str) -> anyhow::Result<()> {
         ));
     }
     Ok(())
+}
+
+/// Connect to a wireguard-go control socket. The socket file appears when
+/// wireguard-go binds it, a moment before it listens (longer on a busy
+/// host): a refused connection is tried again for a few seconds.
+fn connect(path: &Path) -> anyhow::Result<UnixStream> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        match UnixStream::connect(path) {
+            Ok(stream) => return Ok(stream),
+            Err(e)
+                if e.kind() == std::io::ErrorKind::ConnectionRefused
+                    && Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => return Err(e).with_context(|| format!("connect {}", path.display())),
+        }
+    }
 }
 
 fn ip(ns: &str, args: &[&str]) -> anyhow::Result<()> {
