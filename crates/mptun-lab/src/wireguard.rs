@@ -120,7 +120,7 @@ impl Tunnels {
     fn spawn(&mut self, exe: &Path, ns: &str, ifname: &str) -> anyhow::Result<()> {
         // A socket left by a wireguard-go that did not clean up would pass
         // for the new one's before it listens.
-        let socket = Path::new(UAPI_DIR).join(format!("{ifname}.sock"));
+        let socket = control_socket(ifname);
         let _ = std::fs::remove_file(&socket);
         let child = Command::new("ip")
             .args(["netns", "exec", ns])
@@ -163,7 +163,7 @@ impl Drop for Tunnels {
                 .args(["-n", ns, "link", "del", ifname])
                 .stderr(Stdio::null())
                 .status();
-            let _ = std::fs::remove_file(Path::new(UAPI_DIR).join(format!("{ifname}.sock")));
+            let _ = std::fs::remove_file(control_socket(ifname));
         }
     }
 }
@@ -171,8 +171,7 @@ impl Drop for Tunnels {
 /// Send a `set` operation to the wireguard-go of `ifname` and check its
 /// answer.
 fn uapi_set(ifname: &str, body: &str) -> anyhow::Result<()> {
-    let path = Path::new(UAPI_DIR).join(format!("{ifname}.sock"));
-    let mut stream = connect(&path)?;
+    let mut stream = connect(&control_socket(ifname))?;
     stream.set_read_timeout(Some(Duration::from_secs(5)))?;
     stream.write_all(body.as_bytes())?;
     stream.write_all(b"\n")?;
@@ -187,6 +186,11 @@ fn uapi_set(ifname: &str, body: &str) -> anyhow::Result<()> {
         ));
     }
     Ok(())
+}
+
+/// The control socket of the wireguard-go running `ifname`.
+fn control_socket(ifname: &str) -> PathBuf {
+    Path::new(UAPI_DIR).join(format!("{ifname}.sock"))
 }
 
 /// Connect to a wireguard-go control socket. The socket file appears when
