@@ -302,6 +302,32 @@ impl WindowSender {
     }
 }
 
+/// How long, and how often, SIM_TRACE shows the window flow.
+const TRACE_WINDOW_FOR: Duration = Duration::from_millis(3000);
+const TRACE_WINDOW_EVERY: Duration = Duration::from_millis(25);
+
+/// One line of SIM_TRACE: the window, the round trip of the oldest packet
+/// in flight, and per path the queue measured and modelled (ms) and the
+/// rate the scheduler assumes (Mbit/s).
+fn trace_window(at: Duration, w: &WindowSender, a: &mut Endpoint, paths: usize, now: Instant) {
+    let mut line = format!(
+        "  {at:?} window {:.0}{} oldest in flight {:?} |",
+        w.cwnd,
+        if w.cwnd < w.ssthresh {
+            " (slow start)"
+        } else {
+            ""
+        },
+        w.sent_at.front().map(|&t| now - t),
+    );
+    for i in 0..paths {
+        let e = a.estimate(PathId(i as u8), now);
+        let rate = e.rate_mbps.map_or("-".to_string(), |r| format!("{r:.0}"));
+        line += &format!(" q {:.1}/{:.1} r {rate};", e.queue_ms, e.model_queue_ms);
+    }
+    eprintln!("{line}");
+}
+
 /// An acknowledgement from B: its own number (for the in-order check), the
 /// highest packet number B delivered, and whether it delivered past a gap
 /// since the last one.
@@ -453,6 +479,10 @@ impl Sim {
         let mut cut_at: Option<(Instant, usize)> = None;
         let mut now = t0;
         let mut out = Vec::new();
+        // SIM_TRACE=1: path events, and the window flow's first seconds as
+        // its sender and A's scheduler see them.
+        let trace = std::env::var_os("SIM_TRACE").is_some();
+        let mut next_trace = t0;
         while now < end {
             // The next thing to happen.
             let mut next = if window.is_none() && next_send < last_send {
@@ -569,9 +599,17 @@ impl Sim {
                     }
                 }
                 b.endpoint.handle_tun(now, &mut acks);
+                let slow_start = w.cwnd < w.ssthresh;
                 for p in &at_a {
                     let (acked, gap) = read_ack(p);
                     w.on_ack(now, acked, gap, report.offered);
+                }
+                if trace && slow_start && w.cwnd >= w.ssthresh {
+                    eprintln!("  {:?} slow start over at {:.0} packets", now - t0, w.cwnd);
+                }
+                if trace && now >= next_trace && now - t0 < TRACE_WINDOW_FOR {
+                    next_trace = now + TRACE_WINDOW_EVERY;
+                    trace_window(now - t0, w, &mut a.endpoint, n, now);
                 }
                 if w.rto_at(report.offered).is_some_and(|t| t <= now) {
                     w.on_rto(now, report.offered);
@@ -591,7 +629,7 @@ impl Sim {
                 transmit(now, false, &mut b.endpoint, &mut to_a, &mut wire, &mut out);
             }
             while let Some(e) = a.endpoint.poll_event() {
-                if std::env::var_os("SIM_TRACE").is_some() {
+                if trace {
                     eprintln!(
                         "  {:?} {e:?} {:?}",
                         now - t0,
