@@ -1033,6 +1033,33 @@ fn a_big_path_a_little_further_away_is_not_starved_by_a_near_jittery_one() {
 }
 
 #[test]
+fn jittery_paths_are_not_taken_for_slow_ones_in_slow_start() {
+    // Sweep seed 2, #4. While the flow is small, a few packets a probe
+    // interval, probes on the three jittery paths meet delays a few ms
+    // above the least: taken for a standing queue, the path's capacity
+    // would be set to what the flow sent on it (1 to 3 Mbit/s), the
+    // slow paths overrun, and the flow leave slow start at a third of the
+    // best path.
+    let paths = [
+        spec(5.0, 20.5, 0.0, 0.0),
+        spec(74.0, 73.0, 1.5, 0.0),
+        spec(69.0, 30.5, 4.0, 0.0),
+        spec(11.0, 30.0, 0.0, 0.01),
+        spec(64.0, 39.0, 4.5, 0.0),
+        spec(179.0, 75.0, 0.0, 0.0),
+    ];
+    let report = run("jittery, big and small", Sim::window(203, &paths, 10.0));
+    for i in [1, 2, 4] {
+        let rate = report.estimates[i].rate_mbps.unwrap_or(0.0);
+        assert!(
+            rate >= 0.5 * paths[i].rate_mbit,
+            "path {i}: {rate:.1} Mbit/s of {}",
+            paths[i].rate_mbit
+        );
+    }
+}
+
+#[test]
 fn a_loss_at_one_path_s_queue_is_repaired_while_others_have_room() {
     // Sweep seed 1, #10. The near paths fill first; losses at their
     // queues are repaired on the paths with room rather than left to the
@@ -1060,7 +1087,7 @@ fn a_repair_is_waited_for_as_long_as_another_path_takes_to_bring_it() {
 }
 
 #[test]
-#[ignore = "fails since TCP delay equalization: 119.9 Mbit/s against 249.9 (the old scheduler: 149.8 under the HyStart model); repairs of the 5 Mbit/s path's first overflow are resent into the same queue and lost, and the flow backs off in its first second; issue 14"]
+#[ignore = "fails: 232.3 Mbit/s against 249.9 over the best path alone (0.93, the bar is 0.95); issue 14"]
 fn a_near_path_is_filled_only_as_deep_as_its_buffer_held() {
     // Sweep seed 2, #25. The near paths' buffers are shallower than the
     // 261 Mbit/s path is further away: filled until their queue is that
@@ -1089,8 +1116,8 @@ const NEAR_SMALL: [PathSpec; 5] = [
 #[test]
 fn a_path_that_overflowed_shows_how_deep_it_is_filled() {
     // Slow start overruns the near small paths. What the scheduler learned
-    // of them is what an operator sees; the big path further out never
-    // overflowed.
+    // of them is what an operator sees: a fill limit for each path that
+    // overflowed, none for a path that never did.
     let report = run("near small, shown", Sim::window(211, &NEAR_SMALL, 20.0));
     let overflowed: Vec<&PathEstimate> = report
         .estimates
@@ -1102,16 +1129,13 @@ fn a_path_that_overflowed_shows_how_deep_it_is_filled() {
         "no path overflowed: {:#?}",
         report.estimates
     );
-    for e in overflowed {
-        let limit = e.queue_limit_ms.expect("an overflowed path has a limit");
-        assert!((5.0..200.0).contains(&limit), "limit {limit} ms");
+    for e in &report.estimates {
+        match (e.overflows, e.queue_limit_ms) {
+            (0, limit) => assert_eq!(limit, None, "a limit without an overflow"),
+            (_, Some(limit)) => assert!((5.0..200.0).contains(&limit), "limit {limit} ms"),
+            (_, None) => panic!("an overflowed path has no limit: {e:?}"),
+        }
     }
-    let big = &report.estimates[2];
-    assert_eq!(
-        (big.overflows, big.queue_limit_ms),
-        (0, None),
-        "the big path has room"
-    );
 }
 
 /// A lab sweep scenario, as the simulation runs it: its paths, and its cut
@@ -1214,7 +1238,7 @@ fn sweep_row(number: usize, seed: u64, scenario: &mptun_lab::scenario::Scenario)
 /// `SWEEP_SEED` and `SWEEP_COUNT` choose other draws, `SWEEP_ONLY=N` runs
 /// the Nth scenario alone.
 #[test]
-#[ignore = "fails today: seed 1, lowest 0.11 of the best path, 10th percentile 0.35 of the sum, hold within the spread in 3%; the scheduler work of issue 14"]
+#[ignore = "fails today: seed 1, lowest 0.10 of the best path, 10th percentile 0.32 of the sum, hold within the spread + 5 ms in 0%; the scheduler work of issue 14"]
 fn a_sweep_of_drawn_scenarios_never_falls_below_the_best_path() {
     let env = |name: &str, default: u64| {
         std::env::var(name)

@@ -14,8 +14,12 @@ const INITIAL_RATE: f64 = 12.5e6;
 const RATE_GAIN: f64 = 1.25;
 /// How long rate maxima are remembered.
 const RATE_WINDOW: Duration = Duration::from_secs(10);
-/// Queueing delay above which a path's delivery rate is its capacity.
+/// Queueing delay above which a path's delivery rate is its capacity...
 const QUEUED_US: f64 = 1000.0;
+/// ...counted above this many times the path's jitter: the smoothed delay
+/// stands above the least one by about the jitter, and a jittery path
+/// taken for a queued one has its capacity set to what was sent on it.
+const QUEUED_JITTERS: f64 = 2.0;
 /// Bytes a delivery-rate sample must cover to count as capacity: a few
 /// packets in an interval say more about the sender than about the path.
 const QUEUED_MIN_BYTES: u64 = 16 * 1024;
@@ -196,7 +200,9 @@ impl Delivery {
     }
 
     /// Take the receive report in a probe that arrived at `now`; `queued_us`
-    /// is the path's queueing delay as the echoes measured it. Return
+    /// is the path's queueing delay as the echoes measured it, `jitter_us`
+    /// how much its one-way delay varies from one echo to the next while it
+    /// carries none of our data. Return
     /// whether packets sent into a standing queue were lost beyond the
     /// path's random loss: its queue overflowed.
     pub fn handle_report(
@@ -204,19 +210,21 @@ impl Delivery {
         now: Instant,
         probe: &Probe,
         queued_us: f64,
+        jitter_us: f64,
         context: LossContext,
     ) -> bool {
         let mut overflowed = false;
+        let queued = queued_us > QUEUED_US + QUEUED_JITTERS * jitter_us;
         let mut report = ReceiveReport::of(probe);
         if let Some(last) = self.last_report {
             if report.rx_bytes < last.rx_bytes || report.rx_packets < last.rx_packets {
                 // Counters went back: the peer's receive state restarted.
             } else if report.span_us(&last) < SAMPLE_SPAN_US {
                 // Too short a span; measure from the same start next time.
-                self.sample_first_rate(&last, &report, queued_us);
+                self.sample_first_rate(&last, &report, queued);
                 report = last;
             } else {
-                self.sample_rate(now, &last, &report, queued_us);
+                self.sample_rate(now, &last, &report, queued);
                 overflowed = self.sample_loss(&last, &report, context);
             }
         }
@@ -224,11 +232,11 @@ impl Delivery {
         overflowed
     }
 
-    fn sample_first_rate(&mut self, last: &ReceiveReport, report: &ReceiveReport, queued_us: f64) {
+    fn sample_first_rate(&mut self, last: &ReceiveReport, report: &ReceiveReport, queued: bool) {
         let (bytes, rate) = report.delivered_since(last);
         if self.rate.get().is_none()
             && report.span_us(last) >= FIRST_SAMPLE_SPAN_US
-            && queued_us > QUEUED_US
+            && queued
             && bytes >= FIRST_SAMPLE_MIN_BYTES
         {
             self.rate_first = Some(self.rate_first.map_or(rate, |r| r.max(rate)));
@@ -240,7 +248,7 @@ impl Delivery {
         now: Instant,
         last: &ReceiveReport,
         report: &ReceiveReport,
-        queued_us: f64,
+        queued: bool,
     ) {
         let (bytes, rate) = report.delivered_since(last);
         // Old samples leave the filters even when no new one comes (a path
@@ -248,7 +256,7 @@ impl Delivery {
         self.rate.expire(now);
         self.rate_unqueued.expire(now);
         if bytes > 0 {
-            if queued_us > QUEUED_US && bytes >= QUEUED_MIN_BYTES {
+            if queued && bytes >= QUEUED_MIN_BYTES {
                 self.rate.update(now, rate);
                 self.rate_first = None;
             } else {

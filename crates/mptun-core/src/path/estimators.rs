@@ -131,6 +131,35 @@ impl DelayTracker {
     }
 }
 
+/// Jitter as RFC 3550 measures it: the mean difference between
+/// consecutive samples (µs), which a steady queue does not raise.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StepJitter {
+    last: Option<i64>,
+    mean: Option<f64>,
+}
+
+impl StepJitter {
+    /// Take one sample.
+    pub fn update(&mut self, sample: i64) {
+        if let Some(last) = self.last {
+            let step = (i128::from(sample) - i128::from(last)).unsigned_abs() as f64;
+            self.mean = Some(self.mean.map_or(step, |m| 0.875 * m + 0.125 * step));
+        }
+        self.last = Some(sample);
+    }
+
+    /// Leave a gap: the next sample is not compared with the last.
+    pub fn interrupt(&mut self) {
+        self.last = None;
+    }
+
+    /// Return the mean difference, 0 before two samples.
+    pub fn get(&self) -> f64 {
+        self.mean.unwrap_or(0.0)
+    }
+}
+
 /// The largest sample over a sliding time window (a delivery rate's
 /// bottleneck estimate, as BBR keeps one).
 #[derive(Clone, Debug)]
@@ -228,6 +257,29 @@ mod tests {
         }
         assert_eq!(d.min(), Some(9_000));
         assert!(d.queueing() < 1.0);
+    }
+
+    #[test]
+    fn step_jitter_follows_alternation_not_a_step() {
+        let mut j = StepJitter::default();
+        for i in 0..40 {
+            j.update(if i % 2 == 0 { 1_000 } else { 5_000 });
+        }
+        assert!((j.get() - 4_000.0).abs() < 100.0, "{}", j.get());
+        let mut j = StepJitter::default();
+        j.update(1_000);
+        j.update(1_000);
+        j.update(9_000);
+        for _ in 0..20 {
+            j.update(9_000);
+        }
+        assert!(j.get() < 200.0, "{}", j.get());
+        // Across a gap nothing is compared.
+        j.interrupt();
+        j.update(i64::MIN);
+        assert!(j.get() < 200.0, "{}", j.get());
+        j.update(i64::MAX);
+        assert!(j.get().is_finite());
     }
 
     #[test]

@@ -21,7 +21,7 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use delivery::{Delivery, LossContext};
-use estimators::{offset_us, DelayTracker, RttEstimator};
+use estimators::{offset_us, DelayTracker, RttEstimator, StepJitter};
 use liveness::Liveness;
 pub use liveness::PathState;
 use probing::{OurProbes, PeerProbes, BASE_DELAY_WINDOW, PROBE_BUSY, PROBE_IDLE};
@@ -206,6 +206,9 @@ pub(crate) struct Path {
     /// Our one-way delay, from the echoes (relative to an unknown clock
     /// offset, the same on every path).
     pub owd_out: DelayTracker,
+    /// The jitter of our one-way delay while the path carried none of our
+    /// data, so without the queue that data builds.
+    pub idle_jitter: StepJitter,
     pub delivery: Delivery,
     pub queue: QueueModel,
     pub queue_limit: QueueLimit,
@@ -226,6 +229,7 @@ impl Default for Path {
             peer_probes: PeerProbes::default(),
             rtt: RttEstimator::default(),
             owd_out: DelayTracker::new(BASE_DELAY_WINDOW),
+            idle_jitter: StepJitter::default(),
             delivery: Delivery::default(),
             queue: QueueModel::default(),
             queue_limit: QueueLimit::default(),
@@ -406,8 +410,13 @@ impl Path {
                 .saturating_sub(probe.echo_sent_us)
                 .saturating_sub(waited);
             self.rtt.update(rtt as f64);
-            self.owd_out
-                .update(now, offset_us(probe.echo_arrived_us, probe.echo_sent_us));
+            let owd = offset_us(probe.echo_arrived_us, probe.echo_sent_us);
+            self.owd_out.update(now, owd);
+            if self.busy(now) {
+                self.idle_jitter.interrupt();
+            } else {
+                self.idle_jitter.update(owd);
+            }
             self.resync_queue(now, probe.echo_number);
         }
         // Without a fresh echo the queue is not known: our probe may have
@@ -420,7 +429,11 @@ impl Path {
                 .is_some_and(|t| now.saturating_duration_since(t) >= LOSS_SETTLE),
         };
         let queued_us = self.owd_out.queueing();
-        if self.delivery.handle_report(now, probe, queued_us, context) {
+        let jitter_us = self.idle_jitter.get();
+        if self
+            .delivery
+            .handle_report(now, probe, queued_us, jitter_us, context)
+        {
             self.queue_limit.overflowed(now);
         }
         Some((fresh_echo, echoed_sent_at))
@@ -431,6 +444,7 @@ impl Path {
     pub fn forget_peer(&mut self) {
         self.peer_probes.reset();
         self.owd_out.reset();
+        self.idle_jitter = StepJitter::default();
         self.delivery.forget_report();
         self.probes.forget_echoes();
         self.reception = Reception::default();
