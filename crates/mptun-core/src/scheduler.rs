@@ -148,9 +148,18 @@ fn earliest_arrival(
         let tier = if over_cap { 2 } else { u8::from(p.full(now)) };
         // The queue the packet would wait behind, its own time included;
         // the arrival is that past the path's base delay.
-        let queue = p.model_queue_us(now) + len as f64 / p.rate();
-        let arrival = p.base_above(base_min) + queue;
-        let rank = (tier, arrival.max(held_until_us), queue);
+        let waited = p.model_queue_us(now);
+        let queue = waited + len as f64 / p.rate();
+        let starts = p.base_above(base_min) + waited;
+        // A held packet that starts arriving by the time it is released
+        // arrives in time: its own bytes' time must not keep the farthest
+        // path, where it starts arriving exactly then, from ever tying.
+        let arrival = if held_until_us > 0.0 && starts <= held_until_us {
+            held_until_us
+        } else {
+            starts + len as f64 / p.rate()
+        };
+        let rank = (tier, arrival, queue);
         if best.is_none_or(|(r, _)| {
             rank.0
                 .cmp(&r.0)

@@ -902,3 +902,31 @@ fn tcp_segments_that_came_the_near_way_are_held_to_the_far_one_and_counted() {
     assert_eq!(pair.b.stats().equalized, near as u64);
     assert_eq!(pair.b.equalizing(), 0);
 }
+
+#[test]
+fn held_tcp_segments_take_the_far_path_before_the_near_one_queues() {
+    // A TCP segment is held until it is as old as one on the farthest
+    // path, so an empty far path brings it just as soon as an empty near
+    // one. Were its own bytes' time counted against it, the far path would
+    // carry nothing until the near one queued as deep as the paths are
+    // apart (25 ms). Two segments every 100 µs: twice what one path drains
+    // at the rate guessed for both.
+    let mut pair = Pair::new(&[5, 30]);
+    pair.run(0, 2000);
+    let mut far = 0;
+    for k in 0..50 {
+        let now = pair.at(2000) + Duration::from_micros(100 * k);
+        for _ in 0..2 {
+            let (path, _) = pair.send_packet(now, tcp_segment(1200)).expect("sent");
+            far += usize::from(path == PathId(1));
+        }
+    }
+    assert!((40..=60).contains(&far), "{far} of 100 on the far path");
+    // Packets that are not held still go the soonest way.
+    pair.run(2000, 2500);
+    let now = pair.at(2500);
+    let near = (0..20)
+        .filter(|_| pair.send(now, 1200).expect("sent").0 == PathId(0))
+        .count();
+    assert_eq!(near, 20);
+}
