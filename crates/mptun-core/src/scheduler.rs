@@ -146,10 +146,11 @@ fn earliest_arrival(
                 .is_some_and(|&cap| shares.get(path.index()).is_some_and(|&s| s > cap))
         });
         let tier = if over_cap { 2 } else { u8::from(p.full(now)) };
-        // The queue the packet would wait behind, its own time included;
-        // the arrival is that past the path's base delay.
+        // The queue the packet would wait behind, and its own bytes' time;
+        // it starts arriving that wait past the path's base delay.
         let waited = p.model_queue_us(now);
-        let queue = waited + len as f64 / p.rate();
+        let own = len as f64 / p.rate();
+        let queue = waited + own;
         let starts = p.base_above(base_min) + waited;
         // A held packet that starts arriving by the time it is released
         // arrives in time: its own bytes' time must not keep the farthest
@@ -157,7 +158,7 @@ fn earliest_arrival(
         let arrival = if held_until_us > 0.0 && starts <= held_until_us {
             held_until_us
         } else {
-            starts + len as f64 / p.rate()
+            starts + own
         };
         let rank = (tier, arrival, queue);
         if best.is_none_or(|(r, _)| {
