@@ -184,9 +184,14 @@ fn one_tcp_flow_uses_every_path_in_order_and_teardown_is_clean() {
     }
 
     // UDP at half the aggregate: nothing arrives out of order.
-    let udp = through
-        .udp(RATE_MBIT * PATHS as f64 / 2.0)
-        .expect("iperf3 udp");
+    let udp = mptun_lab::udp_stream(
+        &ns_a,
+        &ns_b,
+        mptun_lab::sites::TUNNEL_B.parse().expect("an address"),
+        RATE_MBIT * PATHS as f64 / 2.0,
+        SECONDS,
+    )
+    .expect("UDP through the tunnel");
     eprintln!("udp: {udp:?}");
     assert!(udp.packets > 1000, "{udp:?}");
     assert_eq!(udp.out_of_order, 0, "{udp:?}");

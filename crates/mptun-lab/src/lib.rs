@@ -10,9 +10,11 @@ pub mod scenario;
 pub mod sites;
 pub mod soak;
 pub mod sweep;
+pub mod udp;
 pub mod wireguard;
 
-pub use sites::{ping, Iperf, PingResult, Site, Sites, TcpResult, UdpResult};
+pub use sites::{ping, Iperf, PingResult, Site, Sites, TcpResult};
+pub use udp::{udp_stream, UdpResult};
 
 /// Return the `mptun` program the lab runs on its sites: `MPTUN_EXE`, or
 /// the one beside this program (for a test, beside its folder of tests).

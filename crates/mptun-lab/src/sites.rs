@@ -425,19 +425,6 @@ pub struct TcpResult {
     pub retransmits: u64,
 }
 
-/// One UDP measurement.
-#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
-pub struct UdpResult {
-    /// Receiver-side goodput.
-    pub goodput_mbps: f64,
-    /// Datagrams sent.
-    pub packets: u64,
-    /// Datagrams lost.
-    pub lost: u64,
-    /// Datagrams that arrived after a later one.
-    pub out_of_order: u64,
-}
-
 /// What to run with iperf3.
 #[derive(Clone, Debug)]
 pub struct Iperf<'a> {
@@ -453,7 +440,7 @@ pub struct Iperf<'a> {
     pub streams: u32,
     /// TCP congestion control, or none for the system default.
     pub congestion: Option<&'a str>,
-    /// Extra client arguments (e.g. `-u -b 75M`, `--multipath`).
+    /// Extra client arguments (e.g. `--multipath`).
     pub extra: Vec<String>,
     /// Program to wrap both client and server in (e.g. `mptcpize run`).
     pub wrapper: Vec<String>,
@@ -527,28 +514,6 @@ impl Iperf<'_> {
                 .unwrap_or(0.0)
                 / 1e6,
             retransmits: end["sum_sent"]["retransmits"].as_u64().unwrap_or(0),
-        })
-    }
-
-    /// Run a UDP test at `rate_mbit`.
-    pub fn udp(&self, rate_mbit: f64) -> anyhow::Result<UdpResult> {
-        let mut this = self.clone();
-        this.extra
-            .extend(["-u".to_string(), "-b".to_string(), format!("{rate_mbit}M")]);
-        let json = this.run()?;
-        let end = &json["end"];
-        let streams = end["streams"].as_array().cloned().unwrap_or_default();
-        Ok(UdpResult {
-            goodput_mbps: end["sum_received"]["bits_per_second"]
-                .as_f64()
-                .unwrap_or(0.0)
-                / 1e6,
-            packets: end["sum"]["packets"].as_u64().unwrap_or(0),
-            lost: end["sum"]["lost_packets"].as_u64().unwrap_or(0),
-            out_of_order: streams
-                .iter()
-                .map(|s| s["udp"]["out_of_order"].as_u64().unwrap_or(0))
-                .sum(),
         })
     }
 }
