@@ -896,6 +896,12 @@ fn benchmark_one_flow_over_three_200_mbit_paths() {
     assert!(fraction >= 0.8, "want >= 80% of 3x one path");
 }
 
+/// Share of frames, %, the emulator may release 5 ms or more after their
+/// time in a lab run that measures the scenario at all.
+const EMULATOR_LATE_PCT_MAX: f64 = 2.0;
+/// Lab runs a test takes before it judges a host that stays that busy.
+const LAB_ATTEMPTS: u32 = 3;
+
 /// The lab's default scenario, short: three emulated 100 Mbit/s paths of
 /// 10 ms RTT. One TCP flow through mptun gets at least twice what the best
 /// single path carries on its own, both measured in this run.
@@ -912,15 +918,37 @@ fn lab_equal_scenario_beats_the_best_single_path() {
         mptun_lab::scenario::Scenario::parse(mptun_lab::scenario::DEFAULT_SCENARIO, "equal")
             .expect("default scenario");
     scenario.duration = 5.0;
-    let report = mptun_lab::run::run(&mptun_lab::run::LabOptions {
+    let options = mptun_lab::run::LabOptions {
         scenario,
         scenario_name: "equal (5 s)".into(),
         compare: true,
         json: true,
         mptun_exe: mptun_lab::mptun_exe().expect("the mptun program"),
-    })
-    .expect("lab run");
-    eprintln!("{}", mptun_lab::run::render(&report));
+    };
+    // A host starved by its hypervisor releases the emulator's frames late:
+    // the paths then had delays and reordering the scenario does not have,
+    // and such a run measures the host, not mptun. Measure again.
+    let mut attempt = 1;
+    let report = loop {
+        let report = mptun_lab::run::run(&options).expect("lab run");
+        eprintln!("{}", mptun_lab::run::render(&report));
+        let emulated = report
+            .systems
+            .iter()
+            .filter(|s| s.name.starts_with("mptun") || s.name.starts_with("best path"))
+            .all(|s| {
+                s.host
+                    .emulator_very_late_pct
+                    .is_none_or(|late| late < EMULATOR_LATE_PCT_MAX)
+            });
+        if emulated || attempt == LAB_ATTEMPTS {
+            break report;
+        }
+        eprintln!(
+            "attempt {attempt}: the emulator released {EMULATOR_LATE_PCT_MAX}% or more of the frames 5 ms late; measuring again"
+        );
+        attempt += 1;
+    };
     let goodput = |prefix: &str| {
         report
             .systems
@@ -932,6 +960,6 @@ fn lab_equal_scenario_beats_the_best_single_path() {
     let (mptun, best) = (goodput("mptun"), goodput("best path"));
     assert!(
         mptun >= 2.0 * best,
-        "mptun {mptun:.1} Mbit/s, best single path {best:.1} Mbit/s"
+        "mptun {mptun:.1} Mbit/s, best single path {best:.1} Mbit/s (lab run {attempt} of at most {LAB_ATTEMPTS})"
     );
 }
