@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
+use mptun_netem::forwarder::set_buffer_forced;
 use mptun_netem::topology::in_netns;
 use mptun_netem::NetemError;
 
@@ -59,7 +60,13 @@ pub fn udp_stream(
     let receiver = in_netns(to_ns, move || {
         let socket = UdpSocket::bind((to_addr, 0))
             .map_err(|e| NetemError::io("bind the UDP receiver", e))?;
-        force_receive_buffer(&socket).map_err(|e| NetemError::io("SO_RCVBUFFORCE", e))?;
+        set_buffer_forced(
+            socket.as_raw_fd(),
+            libc::SO_RCVBUFFORCE,
+            libc::SO_RCVBUF,
+            RECEIVE_BUFFER as libc::c_int,
+        )
+        .map_err(|e| NetemError::io("SO_RCVBUFFORCE", e))?;
         socket
             .set_read_timeout(Some(Duration::from_millis(50)))
             .map_err(|e| NetemError::io("receive timeout", e))?;
@@ -180,29 +187,6 @@ impl Tally {
             self.next = seq + 1;
         }
     }
-}
-
-/// Ask for [`RECEIVE_BUFFER`] past `net.core.rmem_max` (needs root, as the
-/// namespaces do), or as much as the limit allows.
-fn force_receive_buffer(socket: &UdpSocket) -> std::io::Result<()> {
-    let size = RECEIVE_BUFFER as libc::c_int;
-    for option in [libc::SO_RCVBUFFORCE, libc::SO_RCVBUF] {
-        // SAFETY: the fd is a live socket for the call; the value points at
-        // a c_int of the length passed.
-        let set = unsafe {
-            libc::setsockopt(
-                socket.as_raw_fd(),
-                libc::SOL_SOCKET,
-                option,
-                (&size as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        if set == 0 {
-            return Ok(());
-        }
-    }
-    Err(std::io::Error::last_os_error())
 }
 
 #[cfg(test)]

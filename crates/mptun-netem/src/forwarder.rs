@@ -311,6 +311,14 @@ fn setsockopt_int(fd: i32, level: i32, opt: i32, val: libc::c_int) -> io::Result
     }
 }
 
+/// Set a socket buffer to `size` bytes with `force` (`SO_RCVBUFFORCE` or
+/// `SO_SNDBUFFORCE`), past `net.core.[rw]mem_max` when we are root; else
+/// with `plain`, which the kernel caps at that limit.
+pub fn set_buffer_forced(fd: i32, force: i32, plain: i32, size: libc::c_int) -> io::Result<()> {
+    setsockopt_int(fd, libc::SOL_SOCKET, force, size)
+        .or_else(|_| setsockopt_int(fd, libc::SOL_SOCKET, plain, size))
+}
+
 /// Return a zeroed `ifreq` naming `ifname`, for interface ioctls.
 pub(crate) fn ifreq_named(ifname: &str) -> io::Result<libc::ifreq> {
     // SAFETY: an all-zero ifreq is a valid value of the C struct.
@@ -368,15 +376,12 @@ impl PacketSocket {
         let fdi = fd.as_raw_fd();
         let ctx = |what: &str| format!("{what} on {ifname}");
 
-        // Big buffers; FORCE variants exceed rmem_max when we are root.
         for (force, plain) in [
             (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF),
             (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF),
         ] {
-            if setsockopt_int(fdi, libc::SOL_SOCKET, force, SOCK_BUF).is_err() {
-                setsockopt_int(fdi, libc::SOL_SOCKET, plain, SOCK_BUF)
-                    .map_err(|e| NetemError::io(ctx("SO_RCVBUF/SO_SNDBUF"), e))?;
-            }
+            set_buffer_forced(fdi, force, plain, SOCK_BUF)
+                .map_err(|e| NetemError::io(ctx("SO_RCVBUF/SO_SNDBUF"), e))?;
         }
         // Skip the egress qdisc of the middle veth: the model is the queue.
         setsockopt_int(fdi, libc::SOL_PACKET, libc::PACKET_QDISC_BYPASS, 1)
