@@ -6,6 +6,7 @@ use std::net::UdpSocket;
 use std::process::Command;
 use std::time::Duration;
 
+use mptun_lab::machine::MachineLock;
 use mptun_lab::sites::SiteLayout;
 use mptun_lab::{ping, Iperf, Site, Sites};
 use mptun_netem::topology::{Mode, TbfShape};
@@ -18,14 +19,23 @@ const PATHS: usize = 3;
 const RATE_MBIT: f64 = 50.0;
 const SECONDS: f64 = 5.0;
 
-/// Take the machine for one test at a time: each measures rates and losses
+/// The machine, held by one test at a time: each measures rates and losses
 /// of traffic that needs the CPU, and on a two-core host a test running
-/// beside another would measure the other's load as well.
-fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+/// beside another (or beside a lab) would measure the other's load as well.
+struct Machine {
+    _host: MachineLock,
+    _in_process: std::sync::MutexGuard<'static, ()>,
+}
+
+fn one_at_a_time() -> Machine {
     static MACHINE: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    MACHINE
+    let in_process = MACHINE
         .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    Machine {
+        _host: MachineLock::wait().expect("take the host's lab"),
+        _in_process: in_process,
+    }
 }
 
 fn is_root() -> bool {
@@ -35,7 +45,7 @@ fn is_root() -> bool {
 
 /// The machine and a fresh lab for one test; `None` (the test is skipped)
 /// without root. Drop the topology before the machine.
-fn take_lab() -> Option<(std::sync::MutexGuard<'static, ()>, Topology)> {
+fn take_lab() -> Option<(Machine, Topology)> {
     if !is_root() {
         eprintln!("skipped: needs root for network namespaces");
         return None;

@@ -4,6 +4,7 @@
 //! end-to-end tests. Kept out of the daemon, which links neither the
 //! emulator nor the charts.
 
+pub mod machine;
 pub mod plot;
 pub mod run;
 pub mod scenario;

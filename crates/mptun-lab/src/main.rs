@@ -79,6 +79,7 @@ fn lab(
         json,
         mptun_exe: mptun_lab::mptun_exe()?,
     };
+    let _machine = mptun_lab::machine::MachineLock::take()?;
     if options.scenario.soak.is_some() {
         if compare || plot.is_some() {
             anyhow::bail!("a soak scenario runs mptun alone: no --compare or --plot");
@@ -135,6 +136,7 @@ fn lab_sweep(
         json,
         mptun_exe: mptun_lab::mptun_exe()?,
     };
+    let _machine = mptun_lab::machine::MachineLock::take()?;
     // Each scenario's line as it finishes, with --json too: the JSON comes
     // only at the end, an hour later.
     eprintln!("{}", sweep::HEADER);
