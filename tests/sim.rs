@@ -197,6 +197,9 @@ struct WindowSender {
     round_end: u64,
     round_min: Option<Duration>,
     round_samples: u32,
+    /// Off (`SIM_HYSTART=0`), slow start lasts until the first loss: to
+    /// measure how much of a result HyStart's exit decided.
+    hystart: bool,
 }
 
 impl WindowSender {
@@ -215,6 +218,7 @@ impl WindowSender {
             round_end: 0,
             round_min: None,
             round_samples: 0,
+            hystart: std::env::var("SIM_HYSTART").map_or(true, |v| v != "0"),
         }
     }
 
@@ -232,7 +236,8 @@ impl WindowSender {
             self.round_min = None;
             self.round_samples = 0;
         }
-        if self.cwnd < HYSTART_LOW_WINDOW || self.round_samples >= HYSTART_SAMPLES {
+        if !self.hystart || self.cwnd < HYSTART_LOW_WINDOW || self.round_samples >= HYSTART_SAMPLES
+        {
             return false;
         }
         self.round_samples += 1;
@@ -1171,10 +1176,29 @@ struct SweepRow {
     spread_ms: f64,
 }
 
-fn sweep_row(number: usize, seed: u64, scenario: &mptun_lab::scenario::Scenario) -> SweepRow {
+/// `lossless_every`: mptun's paths have no random loss and carry one
+/// packet in this many less (the baselines keep theirs), an upper bound
+/// on forward error correction with one parity packet per that many.
+fn sweep_row(
+    number: usize,
+    seed: u64,
+    scenario: &mptun_lab::scenario::Scenario,
+    lossless_every: Option<u64>,
+) -> SweepRow {
     const SECONDS: f64 = 10.5;
     let (paths, changes) = from_lab(scenario);
-    let mut sim = Sim::window(seed, &paths, SECONDS);
+    let tunnel: Vec<PathSpec> = match lossless_every {
+        Some(k) => paths
+            .iter()
+            .map(|&p| PathSpec {
+                loss: 0.0,
+                rate_mbit: p.rate_mbit * (1.0 - 1.0 / k.max(2) as f64),
+                ..p
+            })
+            .collect(),
+        None => paths.clone(),
+    };
+    let mut sim = Sim::window(seed, &tunnel, SECONDS);
     sim.changes = changes.clone();
     let r = run(&format!("sweep #{number}"), sim);
     let mptun = r.mbps(0.5, SECONDS);
@@ -1230,7 +1254,11 @@ fn sweep_row(number: usize, seed: u64, scenario: &mptun_lab::scenario::Scenario)
 /// a window flow as the inner TCP (CUBIC-like: the simulation has no bbr),
 /// against the same flow over each path alone with no tunnel.
 /// `SWEEP_SEED` and `SWEEP_COUNT` choose other draws, `SWEEP_ONLY=N` runs
-/// the Nth scenario alone.
+/// the Nth scenario alone. `SWEEP_RUN=N` runs the same scenarios with
+/// other random draws (jitter, loss) in the simulation: a change is judged
+/// against how far those alone move the summary. `SWEEP_LOSSLESS=K` and
+/// `SIM_HYSTART=0` measure what two causes cost (see [`sweep_row`],
+/// [`WindowSender`]).
 #[test]
 #[ignore = "fails today: seed 1, lowest 0.10 of the best path, 10th percentile 0.33 of the sum, hold within the spread + 5 ms in 10%; the scheduler work of issue 14"]
 fn a_sweep_of_drawn_scenarios_never_falls_below_the_best_path() {
@@ -1244,11 +1272,21 @@ fn a_sweep_of_drawn_scenarios_never_falls_below_the_best_path() {
     let count = env("SWEEP_COUNT", 30) as usize;
     let scenarios = mptun_lab::sweep::draw(seed, count);
     let only = env("SWEEP_ONLY", 0) as usize;
+    let run = env("SWEEP_RUN", 0);
+    let lossless_every = std::env::var("SWEEP_LOSSLESS")
+        .ok()
+        .and_then(|v| v.parse().ok());
     let rows: Vec<SweepRow> = scenarios
         .iter()
         .enumerate()
         .filter(|(i, _)| only == 0 || only == i + 1)
-        .map(|(i, s)| sweep_row(i + 1, seed.wrapping_mul(100).wrapping_add(i as u64), s))
+        .map(|(i, s)| {
+            let sim_seed = seed
+                .wrapping_mul(100)
+                .wrapping_add(i as u64)
+                .wrapping_add(run.wrapping_mul(10_000));
+            sweep_row(i + 1, sim_seed, s, lossless_every)
+        })
         .collect();
     let mut fractions: Vec<f64> = rows.iter().map(|r| r.mptun / r.sum).collect();
     fractions.sort_by(f64::total_cmp);
