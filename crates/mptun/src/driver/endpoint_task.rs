@@ -297,6 +297,7 @@ impl<T: TunDevice> EndpointTask<T> {
     fn reorder_status(&self) -> ReorderStatus {
         let endpoint = &self.endpoint;
         let stats = endpoint.reorder_stats();
+        let counters = endpoint.stats();
         let waits = endpoint.waits();
         let ms = |d: Duration| d.as_secs_f64() * 1000.0;
         ReorderStatus {
@@ -314,14 +315,14 @@ impl<T: TunDevice> EndpointTask<T> {
             skipped_restart: stats.skipped_restart,
             dropped_stale: stats.dropped_stale,
             dropped_duplicate: stats.dropped_duplicate,
-            epoch_changes: endpoint.stats().epoch_changes,
-            nacks_for_old_run: endpoint.stats().nacks_for_old_run,
+            epoch_changes: counters.epoch_changes,
+            nacks_for_old_run: counters.nacks_for_old_run,
             repair_wait_ms: endpoint.repair_wait().map(ms),
             repairs_requested: stats.repairs_requested,
             repaired: stats.repaired,
             congestion_losses: stats.congestion_losses,
             tcp_hold_ms: endpoint.equalize_wait().map(ms),
-            tcp_held: endpoint.stats().equalized,
+            tcp_held: counters.equalized,
             tcp_holding: endpoint.equalizing(),
         }
     }
