@@ -1273,9 +1273,7 @@ fn a_sweep_of_drawn_scenarios_never_falls_below_the_best_path() {
     let scenarios = mptun_lab::sweep::draw(seed, count);
     let only = env("SWEEP_ONLY", 0) as usize;
     let run = env("SWEEP_RUN", 0);
-    let lossless_every = std::env::var("SWEEP_LOSSLESS")
-        .ok()
-        .and_then(|v| v.parse().ok());
+    let lossless_every = Some(env("SWEEP_LOSSLESS", 0)).filter(|&k| k > 0);
     let rows: Vec<SweepRow> = scenarios
         .iter()
         .enumerate()
