@@ -1,6 +1,7 @@
 //! `mptun lab`: build the lab, run one TCP flow through mptun (and, with
 //! `--compare`, through what users would otherwise pick), report.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use std::process::Command;
@@ -46,6 +47,12 @@ pub struct SystemResult {
     pub retransmits: u64,
     /// Retransmission timeouts the sending host's TCP took (TCPTimeouts).
     pub rto_timeouts: u64,
+    /// How HyStart ended slow start, if it did: early, below the window the
+    /// sum of the paths needs, it leaves the flow to grow by CUBIC's curve.
+    pub hystart: Option<HystartExit>,
+    /// Retransmissions the receiver reported as duplicates (D-SACKs):
+    /// the data was only late, reordered past the sender's tolerance.
+    pub spurious_retransmits: u64,
     /// Goodput every half second.
     pub series_mbps: Vec<f64>,
     /// How well the host kept up while this system was measured.
@@ -53,6 +60,19 @@ pub struct SystemResult {
     /// CPU seconds its tunnel processes (both sites) spent per GB of
     /// goodput; none for systems without one.
     pub cpu_s_per_gb: Option<f64>,
+}
+
+/// HyStart's exits from slow start during one system's flow (Linux counts
+/// them per host; every flow of the system is summed).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct HystartExit {
+    /// Slow starts HyStart ended.
+    pub exits: u64,
+    /// Of those, on a round trip that grew by an eighth (4 to 16 ms); the
+    /// others on a train of ACKs as long as the least round trip.
+    pub on_delay: u64,
+    /// Mean congestion window at the exits, packets.
+    pub mean_window: f64,
 }
 
 /// How well the lab's host kept up during a flow. Everything runs on the
@@ -270,7 +290,9 @@ pub fn run(options: &LabOptions) -> anyhow::Result<LabReport> {
             0.0
         },
         retransmits: m.tcp.retransmits,
-        rto_timeouts: m.rto_timeouts,
+        rto_timeouts: m.sender.timeouts,
+        hystart: m.sender.hystart(),
+        spurious_retransmits: m.sender.dsacks,
         series_mbps: m.series_mbps,
         host: m.host,
     };
@@ -481,8 +503,8 @@ struct Measured {
     tcp: TcpResult,
     /// Goodput every half second.
     series_mbps: Vec<f64>,
-    /// Retransmission timeouts the sending host's TCP took.
-    rto_timeouts: u64,
+    /// What the sending host's TCP counted during the flow.
+    sender: SenderCounters,
     host: HostConditions,
 }
 
@@ -530,27 +552,90 @@ fn failover(
     })
 }
 
-/// Return the sending host's count of TCP retransmission timeouts.
-fn tcp_timeouts(ns: &str) -> u64 {
-    let Ok(out) = Command::new("ip")
-        .args(["netns", "exec", ns, "cat", "/proc/net/netstat"])
-        .output()
-    else {
-        return 0;
-    };
-    let text = String::from_utf8_lossy(&out.stdout);
-    let mut lines = text.lines();
-    while let (Some(names), Some(values)) = (lines.next(), lines.next()) {
-        if !names.starts_with("TcpExt:") {
-            continue;
-        }
-        let field = names.split_whitespace().position(|n| n == "TCPTimeouts");
-        return field
-            .and_then(|i| values.split_whitespace().nth(i))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0);
+/// The sending host's TCP counters (`TcpExt` in `/proc/net/netstat`) that
+/// say how a flow's congestion control fared.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct SenderCounters {
+    timeouts: u64,
+    /// Slow starts HyStart ended on a round trip that grew (delay) or on
+    /// ACKs that came in a train as long as the path's minimum round trip,
+    /// and the congestion windows summed over those exits.
+    hystart_delay_exits: u64,
+    hystart_delay_window: u64,
+    hystart_train_exits: u64,
+    hystart_train_window: u64,
+    /// Retransmissions the receiver reported as duplicates: spurious ones.
+    dsacks: u64,
+}
+
+impl SenderCounters {
+    /// Read them in namespace `ns`; zero if they cannot be read (the
+    /// HyStart ones need Linux 5.8).
+    fn read(ns: &str) -> SenderCounters {
+        let Ok(out) = Command::new("ip")
+            .args(["netns", "exec", ns, "cat", "/proc/net/netstat"])
+            .output()
+        else {
+            return SenderCounters::default();
+        };
+        SenderCounters::parse(&String::from_utf8_lossy(&out.stdout))
     }
-    0
+
+    /// Parse `/proc/net/netstat`: pairs of lines, names then values.
+    fn parse(text: &str) -> SenderCounters {
+        let mut lines = text.lines();
+        while let (Some(names), Some(values)) = (lines.next(), lines.next()) {
+            if !names.starts_with("TcpExt:") {
+                continue;
+            }
+            let counters: HashMap<&str, u64> = names
+                .split_whitespace()
+                .zip(values.split_whitespace())
+                .filter_map(|(n, v)| Some((n, v.parse().ok()?)))
+                .collect();
+            let get = |name: &str| counters.get(name).copied().unwrap_or(0);
+            return SenderCounters {
+                timeouts: get("TCPTimeouts"),
+                hystart_delay_exits: get("TCPHystartDelayDetect"),
+                hystart_delay_window: get("TCPHystartDelayCwnd"),
+                hystart_train_exits: get("TCPHystartTrainDetect"),
+                hystart_train_window: get("TCPHystartTrainCwnd"),
+                dsacks: get("TCPDSACKRecv"),
+            };
+        }
+        SenderCounters::default()
+    }
+
+    /// What was counted since `before`.
+    fn since(&self, before: &SenderCounters) -> SenderCounters {
+        SenderCounters {
+            timeouts: self.timeouts.saturating_sub(before.timeouts),
+            hystart_delay_exits: self
+                .hystart_delay_exits
+                .saturating_sub(before.hystart_delay_exits),
+            hystart_delay_window: self
+                .hystart_delay_window
+                .saturating_sub(before.hystart_delay_window),
+            hystart_train_exits: self
+                .hystart_train_exits
+                .saturating_sub(before.hystart_train_exits),
+            hystart_train_window: self
+                .hystart_train_window
+                .saturating_sub(before.hystart_train_window),
+            dsacks: self.dsacks.saturating_sub(before.dsacks),
+        }
+    }
+
+    /// How HyStart ended slow start, if it did.
+    fn hystart(&self) -> Option<HystartExit> {
+        let exits = self.hystart_delay_exits + self.hystart_train_exits;
+        (exits > 0).then(|| HystartExit {
+            exits,
+            on_delay: self.hystart_delay_exits,
+            mean_window: (self.hystart_delay_window + self.hystart_train_window) as f64
+                / exits as f64,
+        })
+    }
 }
 
 /// Counters of both sites before and after mptun's flow.
@@ -752,7 +837,7 @@ fn flow_with_events(
     extra: Vec<String>,
     wrapper: Vec<String>,
 ) -> anyhow::Result<Measured> {
-    let timeouts_before = tcp_timeouts(ns_a);
+    let counters_before = SenderCounters::read(ns_a);
     let cpu_before = read_cpu_times();
     let emulator_before = EmulatorCounts::read(topo);
     let (tcp, series_mbps) =
@@ -764,7 +849,7 @@ fn flow_with_events(
     Ok(Measured {
         tcp,
         series_mbps,
-        rto_timeouts: tcp_timeouts(ns_a).saturating_sub(timeouts_before),
+        sender: SenderCounters::read(ns_a).since(&counters_before),
         host: HostConditions {
             steal_pct: read_cpu_times()
                 .zip(cpu_before)
@@ -1080,19 +1165,31 @@ pub fn render(r: &LabReport) -> String {
     );
     let _ = writeln!(
         o,
-        "{:<22} {:>10} {:>8} {:>8} {:>5} {:>9} {:>7} {:>8}",
-        "system", "Mbit/s", "of sum", "retrans", "RTOs", "CPU s/GB", "steal", "late 5ms"
+        "{:<22} {:>10} {:>8} {:>8} {:>8} {:>5} {:>8} {:>9} {:>7} {:>8}",
+        "system",
+        "Mbit/s",
+        "of sum",
+        "retrans",
+        "spurious",
+        "RTOs",
+        "HyStart",
+        "CPU s/GB",
+        "steal",
+        "late 5ms"
     );
     let pct = |v: Option<f64>, places: usize| v.map_or("-".into(), |v| format!("{v:.places$}%"));
     for s in &r.systems {
         let _ = writeln!(
             o,
-            "{:<22} {:>10.1} {:>7.0}% {:>8} {:>5} {:>9} {:>7} {:>8}",
+            "{:<22} {:>10.1} {:>7.0}% {:>8} {:>8} {:>5} {:>8} {:>9} {:>7} {:>8}",
             s.name,
             s.goodput_mbps,
             100.0 * s.fraction_of_sum,
             s.retransmits,
+            s.spurious_retransmits,
             s.rto_timeouts,
+            s.hystart
+                .map_or("-".into(), |h| format!("{:.0}", h.mean_window)),
             s.cpu_s_per_gb.map_or("-".into(), |v| format!("{v:.1}")),
             pct(s.host.steal_pct, 0),
             pct(s.host.emulator_very_late_pct, 2),
@@ -1100,7 +1197,7 @@ pub fn render(r: &LabReport) -> String {
     }
     let _ = writeln!(
         o,
-        "(CPU s/GB: CPU time of the tunnel processes of both sites per GB of goodput; steal: CPU time the hypervisor gave to others during the flow; late 5ms: frames the emulator released 5 ms or more after their time)"
+        "(spurious: retransmissions the receiver already had (D-SACKs); HyStart: the mean congestion window, in packets, at which HyStart ended slow start, if it did; CPU s/GB: CPU time of the tunnel processes of both sites per GB of goodput; steal: CPU time the hypervisor gave to others during the flow; late 5ms: frames the emulator released 5 ms or more after their time)"
     );
     let noisy: Vec<&str> = r
         .systems
@@ -1207,6 +1304,39 @@ mod tests {
         assert!((steal - 15.0).abs() < 1e-9, "{steal}");
         assert_eq!(after.steal_pct_since(&after), None, "no time passed");
         assert_eq!(CpuTimes::parse("cpu  1 2 3\n"), None, "no steal field");
+    }
+
+    #[test]
+    fn hystart_exits_and_spurious_retransmits_are_read_from_tcpext() {
+        let netstat = |timeouts: u64, delay: u64, window: u64, dsacks: u64| {
+            format!(
+                "IpExt: InNoRoutes TCPTimeouts\n\
+                 IpExt: 0 {}\n\
+                 TcpExt: SyncookiesSent TCPTimeouts TCPDSACKRecv TCPHystartTrainDetect TCPHystartTrainCwnd TCPHystartDelayDetect TCPHystartDelayCwnd\n\
+                 TcpExt: 0 {timeouts} {dsacks} 1 300 {delay} {window}\n",
+                timeouts * 10
+            )
+        };
+        let before = SenderCounters::parse(&netstat(2, 1, 1000, 5));
+        let after = SenderCounters::parse(&netstat(3, 3, 3400, 9));
+        let flow = after.since(&before);
+        assert_eq!(flow.timeouts, 1, "TcpExt's TCPTimeouts, not another line's");
+        assert_eq!(flow.dsacks, 4);
+        assert_eq!(
+            flow.hystart(),
+            Some(HystartExit {
+                exits: 2,
+                on_delay: 2,
+                mean_window: 1200.0
+            })
+        );
+        assert_eq!(before.hystart().map(|h| h.exits), Some(2));
+        // A kernel without the HyStart counters, or a flow without an exit.
+        assert_eq!(
+            SenderCounters::parse("TcpExt: TCPTimeouts\nTcpExt: 7\n").hystart(),
+            None
+        );
+        assert_eq!(SenderCounters::parse("garbage"), SenderCounters::default());
     }
 
     #[test]
