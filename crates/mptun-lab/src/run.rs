@@ -290,9 +290,9 @@ pub fn run(options: &LabOptions) -> anyhow::Result<LabReport> {
             0.0
         },
         retransmits: m.tcp.retransmits,
-        rto_timeouts: m.sender.timeouts,
-        hystart: m.sender.hystart(),
-        spurious_retransmits: m.sender.dsacks,
+        rto_timeouts: m.sender.map_or(0, |c| c.timeouts),
+        hystart: m.sender.and_then(|c| c.hystart()),
+        spurious_retransmits: m.sender.map_or(0, |c| c.dsacks),
         series_mbps: m.series_mbps,
         host: m.host,
     };
@@ -503,8 +503,9 @@ struct Measured {
     tcp: TcpResult,
     /// Goodput every half second.
     series_mbps: Vec<f64>,
-    /// What the sending host's TCP counted during the flow.
-    sender: SenderCounters,
+    /// What the sending host's TCP counted during the flow, if its counters
+    /// could be read before and after.
+    sender: Option<SenderCounters>,
     host: HostConditions,
 }
 
@@ -554,7 +555,7 @@ fn failover(
 
 /// The sending host's TCP counters (`TcpExt` in `/proc/net/netstat`) that
 /// say how a flow's congestion control fared.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 struct SenderCounters {
     timeouts: u64,
     /// Slow starts HyStart ended on a round trip that grew (delay) or on
@@ -569,20 +570,19 @@ struct SenderCounters {
 }
 
 impl SenderCounters {
-    /// Read them in namespace `ns`; zero if they cannot be read (the
-    /// HyStart ones need Linux 5.8).
-    fn read(ns: &str) -> SenderCounters {
-        let Ok(out) = Command::new("ip")
+    /// Read them in namespace `ns`, if they can be read (a counter the
+    /// kernel lacks reads as zero: the HyStart ones need Linux 5.8).
+    fn read(ns: &str) -> Option<SenderCounters> {
+        let out = Command::new("ip")
             .args(["netns", "exec", ns, "cat", "/proc/net/netstat"])
             .output()
-        else {
-            return SenderCounters::default();
-        };
+            .ok()?;
         SenderCounters::parse(&String::from_utf8_lossy(&out.stdout))
     }
 
-    /// Parse `/proc/net/netstat`: pairs of lines, names then values.
-    fn parse(text: &str) -> SenderCounters {
+    /// Parse `/proc/net/netstat`: pairs of lines, names then values; `None`
+    /// without a `TcpExt` pair.
+    fn parse(text: &str) -> Option<SenderCounters> {
         let mut lines = text.lines();
         while let (Some(names), Some(values)) = (lines.next(), lines.next()) {
             if !names.starts_with("TcpExt:") {
@@ -594,16 +594,16 @@ impl SenderCounters {
                 .filter_map(|(n, v)| Some((n, v.parse().ok()?)))
                 .collect();
             let get = |name: &str| counters.get(name).copied().unwrap_or(0);
-            return SenderCounters {
+            return Some(SenderCounters {
                 timeouts: get("TCPTimeouts"),
                 hystart_delay_exits: get("TCPHystartDelayDetect"),
                 hystart_delay_window: get("TCPHystartDelayCwnd"),
                 hystart_train_exits: get("TCPHystartTrainDetect"),
                 hystart_train_window: get("TCPHystartTrainCwnd"),
                 dsacks: get("TCPDSACKRecv"),
-            };
+            });
         }
-        SenderCounters::default()
+        None
     }
 
     /// What was counted since `before`.
@@ -849,7 +849,9 @@ fn flow_with_events(
     Ok(Measured {
         tcp,
         series_mbps,
-        sender: SenderCounters::read(ns_a).since(&counters_before),
+        sender: SenderCounters::read(ns_a)
+            .zip(counters_before)
+            .map(|(after, before)| after.since(&before)),
         host: HostConditions {
             steal_pct: read_cpu_times()
                 .zip(cpu_before)
@@ -1317,8 +1319,8 @@ mod tests {
                 timeouts * 10
             )
         };
-        let before = SenderCounters::parse(&netstat(2, 1, 1000, 5));
-        let after = SenderCounters::parse(&netstat(3, 3, 3400, 9));
+        let before = SenderCounters::parse(&netstat(2, 1, 1000, 5)).expect("parses");
+        let after = SenderCounters::parse(&netstat(3, 3, 3400, 9)).expect("parses");
         let flow = after.since(&before);
         assert_eq!(flow.timeouts, 1, "TcpExt's TCPTimeouts, not another line's");
         assert_eq!(flow.dsacks, 4);
@@ -1332,11 +1334,12 @@ mod tests {
         );
         assert_eq!(before.hystart().map(|h| h.exits), Some(2));
         // A kernel without the HyStart counters, or a flow without an exit.
+        let old_kernel = SenderCounters::parse("TcpExt: TCPTimeouts\nTcpExt: 7\n");
         assert_eq!(
-            SenderCounters::parse("TcpExt: TCPTimeouts\nTcpExt: 7\n").hystart(),
-            None
+            old_kernel.map(|c| (c.timeouts, c.hystart())),
+            Some((7, None))
         );
-        assert_eq!(SenderCounters::parse("garbage"), SenderCounters::default());
+        assert_eq!(SenderCounters::parse("garbage"), None);
     }
 
     #[test]
