@@ -375,7 +375,7 @@ pub fn describe(s: &Scenario) -> String {
 
 fn render_line(r: &SweepResult) -> String {
     format!(
-        "#{:<3} {:>7.1} {:>6.0}% {:>6.2} {:>7} {:>9} {:>7.1}  {}{}",
+        "#{:<3} {:>7.1} {:>6.0}% {:>6.2} {:>9} {:>9} {:>7.1} {:>8}  {}{}",
         r.number,
         r.mptun_mbps,
         100.0 * r.fraction_of_sum,
@@ -385,6 +385,10 @@ fn render_line(r: &SweepResult) -> String {
         r.hold_p99_steady_ms
             .map_or("-".into(), |h| format!("{h:.1}")),
         r.delay_spread_ms,
+        r.systems
+            .first()
+            .and_then(|mptun| mptun.hystart)
+            .map_or("-".into(), |h| format!("{:.0}", h.mean_window)),
         describe(&r.scenario),
         r.known_class
             .as_ref()
@@ -393,8 +397,11 @@ fn render_line(r: &SweepResult) -> String {
 }
 
 /// The header of the lines [`run`] passes to `progress`.
+///
+/// `HyStart` is the window (packets) at which HyStart ended mptun's slow
+/// start, if it did.
 pub const HEADER: &str =
-    "#     Mbit/s of sum  /best /MPTCP-WG hold p99 spread  scenario (Mbit/s@ms~jitter/loss)";
+    "#     Mbit/s  of sum  /best /MPTCP-WG  hold p99  spread  HyStart  scenario (Mbit/s@ms~jitter/loss)";
 
 /// Render a sweep as text.
 pub fn render(report: &SweepReport) -> String {
@@ -503,6 +510,55 @@ mod tests {
         assert!((0.18..0.32).contains(&(lossy as f64 / paths as f64)));
         assert!((60..140).contains(&cut), "{cut}");
         assert!((200..300).contains(&bbr), "{bbr}");
+    }
+
+    #[test]
+    fn a_line_shows_where_hystart_ended_mptun_s_slow_start() {
+        let mptun = |hystart| SystemResult {
+            name: "mptun".into(),
+            goodput_mbps: 200.0,
+            fraction_of_sum: 0.5,
+            retransmits: 0,
+            rto_timeouts: 0,
+            hystart,
+            spurious_retransmits: 0,
+            series_mbps: Vec::new(),
+            host: Default::default(),
+            cpu_s_per_gb: None,
+        };
+        let line = |hystart| {
+            let mut r = SweepResult::of(
+                12,
+                &LabReport {
+                    scenario_name: "sweep".into(),
+                    scenario: draw(1123, 12).remove(11),
+                    path_rates_mbps: vec![100.0, 300.0],
+                    path_rates_measured: true,
+                    systems: vec![mptun(hystart)],
+                    mptun: Default::default(),
+                    failover: None,
+                },
+            );
+            r.delay_spread_ms = 68.0;
+            render_line(&r)
+        };
+        let exit = crate::run::HystartExit {
+            exits: 1,
+            on_delay: 1,
+            mean_window: 1319.6,
+        };
+        let with = line(Some(exit));
+        assert!(with.contains("   68.0     1320  cubic"), "{with}");
+        let without = line(None);
+        assert!(without.contains("   68.0        -  cubic"), "{without}");
+        // Every figure ends under the end of its column's name.
+        for (name, figure) in [("Mbit/s", "200.0"), ("spread", "68.0"), ("HyStart", "1320")] {
+            assert_eq!(
+                HEADER.find(name).map(|i| i + name.len()),
+                with.find(figure).map(|i| i + figure.len()),
+                "{name}\n{HEADER}\n{with}"
+            );
+        }
     }
 
     #[test]
