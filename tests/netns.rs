@@ -7,6 +7,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use mptun_lab::machine::MachineLock;
+use mptun_lab::run::{kernel_counters, read_proc_net};
 use mptun_lab::sites::SiteLayout;
 use mptun_lab::{ping, Iperf, Site, Sites};
 use mptun_netem::topology::{Mode, TbfShape};
@@ -337,25 +338,9 @@ fn a_daemon_given_a_user_drops_root_after_setup() {
 /// receive buffer was full (`RcvbufErrors` in `/proc/net/snmp`); 0 if it
 /// cannot be read.
 fn udp_receive_buffer_drops(ns: &str) -> u64 {
-    let Ok(out) = Command::new("ip")
-        .args(["netns", "exec", ns, "cat", "/proc/net/snmp"])
-        .output()
-    else {
-        return 0;
-    };
-    let text = String::from_utf8_lossy(&out.stdout);
-    let mut lines = text.lines();
-    while let (Some(names), Some(values)) = (lines.next(), lines.next()) {
-        if !names.starts_with("Udp:") {
-            continue;
-        }
-        let field = names.split_whitespace().position(|n| n == "RcvbufErrors");
-        return field
-            .and_then(|i| values.split_whitespace().nth(i))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0);
-    }
-    0
+    read_proc_net(ns, "snmp")
+        .and_then(|snmp| kernel_counters(&snmp, "Udp")?.get("RcvbufErrors").copied())
+        .unwrap_or(0)
 }
 
 /// A flood at every path port of both sites, as fast as one core sends it:

@@ -553,6 +553,39 @@ fn failover(
     })
 }
 
+/// Return `/proc/net/<file>` as namespace `ns` sees it, if it can be read.
+pub fn read_proc_net(ns: &str, file: &str) -> Option<String> {
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns, "cat", &format!("/proc/net/{file}")])
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Return the counters of `section` (`TcpExt`, `Udp`, ...) in the text of
+/// `/proc/net/netstat` or `/proc/net/snmp`: pairs of lines, the names then
+/// the values, each line starting with the section's name and a colon.
+pub fn kernel_counters<'a>(text: &'a str, section: &str) -> Option<HashMap<&'a str, u64>> {
+    let mut lines = text.lines();
+    while let (Some(names), Some(values)) = (lines.next(), lines.next()) {
+        if names
+            .strip_prefix(section)
+            .is_some_and(|rest| rest.starts_with(':'))
+        {
+            return Some(
+                names
+                    .split_whitespace()
+                    .zip(values.split_whitespace())
+                    .filter_map(|(n, v)| Some((n, v.parse().ok()?)))
+                    .collect(),
+            );
+        }
+    }
+    None
+}
+
 /// The sending host's TCP counters (`TcpExt` in `/proc/net/netstat`) that
 /// say how a flow's congestion control fared.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -573,37 +606,21 @@ impl SenderCounters {
     /// Read them in namespace `ns`, if they can be read (a counter the
     /// kernel lacks reads as zero: the HyStart ones need Linux 5.8).
     fn read(ns: &str) -> Option<SenderCounters> {
-        let out = Command::new("ip")
-            .args(["netns", "exec", ns, "cat", "/proc/net/netstat"])
-            .output()
-            .ok()?;
-        SenderCounters::parse(&String::from_utf8_lossy(&out.stdout))
+        SenderCounters::parse(&read_proc_net(ns, "netstat")?)
     }
 
-    /// Parse `/proc/net/netstat`: pairs of lines, names then values; `None`
-    /// without a `TcpExt` pair.
+    /// Parse `/proc/net/netstat`; `None` without a `TcpExt` section.
     fn parse(text: &str) -> Option<SenderCounters> {
-        let mut lines = text.lines();
-        while let (Some(names), Some(values)) = (lines.next(), lines.next()) {
-            if !names.starts_with("TcpExt:") {
-                continue;
-            }
-            let counters: HashMap<&str, u64> = names
-                .split_whitespace()
-                .zip(values.split_whitespace())
-                .filter_map(|(n, v)| Some((n, v.parse().ok()?)))
-                .collect();
-            let get = |name: &str| counters.get(name).copied().unwrap_or(0);
-            return Some(SenderCounters {
-                timeouts: get("TCPTimeouts"),
-                hystart_delay_exits: get("TCPHystartDelayDetect"),
-                hystart_delay_window: get("TCPHystartDelayCwnd"),
-                hystart_train_exits: get("TCPHystartTrainDetect"),
-                hystart_train_window: get("TCPHystartTrainCwnd"),
-                dsacks: get("TCPDSACKRecv"),
-            });
-        }
-        None
+        let counters = kernel_counters(text, "TcpExt")?;
+        let get = |name: &str| counters.get(name).copied().unwrap_or(0);
+        Some(SenderCounters {
+            timeouts: get("TCPTimeouts"),
+            hystart_delay_exits: get("TCPHystartDelayDetect"),
+            hystart_delay_window: get("TCPHystartDelayCwnd"),
+            hystart_train_exits: get("TCPHystartTrainDetect"),
+            hystart_train_window: get("TCPHystartTrainCwnd"),
+            dsacks: get("TCPDSACKRecv"),
+        })
     }
 
     /// What was counted since `before`.
@@ -1306,6 +1323,16 @@ mod tests {
         assert!((steal - 15.0).abs() < 1e-9, "{steal}");
         assert_eq!(after.steal_pct_since(&after), None, "no time passed");
         assert_eq!(CpuTimes::parse("cpu  1 2 3\n"), None, "no steal field");
+    }
+
+    #[test]
+    fn kernel_counters_are_taken_from_their_own_section() {
+        let snmp = "UdpLite: InDatagrams RcvbufErrors\nUdpLite: 5 9\n\
+                    Udp: InDatagrams RcvbufErrors\nUdp: 100 7\n";
+        let udp = kernel_counters(snmp, "Udp").expect("a Udp section");
+        assert_eq!(udp.get("RcvbufErrors"), Some(&7));
+        assert_eq!(udp.get("InDatagrams"), Some(&100));
+        assert_eq!(kernel_counters(snmp, "Tcp"), None);
     }
 
     #[test]
