@@ -980,17 +980,25 @@ fn bare_window(seed: u64, spec: PathSpec, seconds: f64, changes: &[(f64, bool)])
 /// assert that the tunnel is at least 0.95 of it, in goodput after the
 /// first seconds.
 fn assert_bulk_reaches_the_best_path(name: &str, seed: u64, paths: &[PathSpec], best: usize) {
+    let (all, alone) = bulk_and_best_path(name, seed, paths, best);
+    assert!(
+        all >= 0.95 * alone,
+        "{name}: {all:.1} Mbit/s over {} paths, {alone:.1} over the best alone",
+        paths.len()
+    );
+}
+
+/// Return the goodput, Mbit/s after the first seconds, of a bulk flow
+/// through the tunnel over `paths`, and of one straight over the best of
+/// them alone.
+fn bulk_and_best_path(name: &str, seed: u64, paths: &[PathSpec], best: usize) -> (f64, f64) {
     const SECONDS: f64 = 20.0;
     const SETTLE: f64 = 5.0;
     let all = run(name, Sim::window(seed, paths, SECONDS));
     let alone = bare_window(seed, paths[best], SECONDS, &[]);
     let (all, alone) = (all.mbps(SETTLE, SECONDS), alone.mbps(SETTLE, SECONDS));
     eprintln!("{name}: {all:.1} Mbit/s over all paths, {alone:.1} over the best alone");
-    assert!(
-        all >= 0.95 * alone,
-        "{name}: {all:.1} Mbit/s over {} paths, {alone:.1} over the best alone",
-        paths.len()
-    );
+    (all, alone)
 }
 
 #[test]
@@ -1026,15 +1034,58 @@ const fn spec(rate_mbit: f64, delay_ms: f64, jitter_ms: f64, loss: f64) -> PathS
 fn a_big_path_a_little_further_away_is_not_starved_by_a_near_jittery_one() {
     // Sweep seed 1, #15. The near 13 Mbit/s path's 4 ms of jitter looks
     // like a queue the model does not have; were its capacity then
-    // forgotten, the path would be taken for 100 Mbit/s again, overrun,
-    // and the flow's losses would keep it from the 204 Mbit/s path.
+    // forgotten or never known, the path would be taken for 100 Mbit/s,
+    // overrun, and the flow's losses would keep it from the 204 Mbit/s
+    // path. Whether one run's flow loses there early is chance, so the
+    // scenario is judged over several.
     let paths = [
         spec(7.0, 79.5, 3.5, 0.0),
         spec(13.0, 14.0, 4.0, 0.0),
         spec(32.0, 38.5, 0.0, 0.0),
         spec(204.0, 35.5, 0.0, 0.0),
     ];
-    assert_bulk_reaches_the_best_path("near jittery, big further", 114, &paths, 3);
+    let seeds = 110..119;
+    let reached = seeds
+        .clone()
+        .filter(|&seed| {
+            let (all, alone) = bulk_and_best_path("near jittery, big further", seed, &paths, 3);
+            all >= 0.95 * alone
+        })
+        .count();
+    assert!(
+        reached >= 7,
+        "{reached} of {} seeds reach the best path",
+        seeds.count()
+    );
+}
+
+#[test]
+fn slow_paths_are_known_from_their_trains_before_data_needs_them() {
+    // Sweep seed 1123, #12, as the lab runs it. Taken for 100 Mbit/s until
+    // they carry data, the small far paths were overrun as soon as a flow
+    // in slow start reached them, and their queues ended its slow start at
+    // half the paths' bandwidth-delay product.
+    let paths = [
+        spec(148.0, 13.0, 0.0, 0.0),
+        spec(11.0, 64.5, 0.0, 0.0),
+        spec(84.0, 11.0, 0.0, 0.0),
+        spec(68.0, 14.5, 0.0, 0.0),
+        spec(7.0, 49.0, 2.5, 0.028),
+        spec(36.0, 79.0, 0.0, 0.023),
+    ];
+    // No data before the end: only the trains measure the paths.
+    let report = run("trains", Sim::new(5, &paths, 1.0, 0.5));
+    for (i, (path, estimate)) in paths.iter().zip(&report.estimates).enumerate() {
+        let train = estimate.train_mbps.unwrap_or(f64::NAN);
+        eprintln!("path {i}: trains {train:.1} Mbit/s of {}", path.rate_mbit);
+        // Below the path's rate by the headers the inner bytes leave out.
+        assert!(
+            (0.8 * path.rate_mbit..=1.1 * path.rate_mbit).contains(&train),
+            "path {i}: trains {train:.1} Mbit/s of {}",
+            path.rate_mbit
+        );
+        assert!(estimate.rate_mbps.is_none(), "path {i} carried data");
+    }
 }
 
 #[test]

@@ -1,10 +1,10 @@
 //! Every decoder of bytes that come from a path: the trailer, a probe, a
-//! NACK. None may panic; what decodes must encode back to what it was read
+//! probe train's packet, a NACK. None may panic; what decodes must encode back to what it was read
 //! from.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mptun_core::wire::{Nack, Probe, Trailer, NACK_MAX_LEN, TRAILER_LEN};
+use mptun_core::wire::{Nack, Probe, Trailer, Train, NACK_MAX_LEN, TRAILER_LEN};
 
 fuzz_target!(|data: &[u8]| {
     if let Ok((trailer, body_len)) = Trailer::decode_suffix(data) {
@@ -17,6 +17,11 @@ fuzz_target!(|data: &[u8]| {
         let mut bytes = vec![0u8; Probe::LEN];
         probe.encode(&mut bytes);
         assert_eq!(Probe::decode(&bytes).ok(), Some(probe));
+    }
+    if let Ok(train) = Train::decode(data) {
+        let mut bytes = vec![0u8; data.len()];
+        assert_eq!(train.encode(&mut bytes, data.len()), data.len());
+        assert_eq!(Train::decode(&bytes).ok(), Some(train));
     }
     if let Ok(nack) = Nack::decode(data) {
         let seqs: Vec<_> = nack.seqs().collect();

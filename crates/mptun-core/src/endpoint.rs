@@ -5,13 +5,14 @@ use std::time::{Duration, Instant};
 
 use crate::buf::{BufPool, PacketBuf};
 use crate::equalize::DelayLine;
+use crate::path::train::{TRAIN_PACKETS, TRAIN_PACKET_LEN};
 use crate::path::{PathEstimate, PathEvent, PathId, PathSet, PathState};
 use crate::paths::{PathTable, HOLD_FLOOR};
 use crate::reorder::{Arrival, HoldHistogram, ReorderBuffer, ReorderConfig, ReorderStats};
 use crate::scheduler::{Policy, Scheduler};
 use crate::sent_log::SentLog;
 use crate::seq::Seq;
-use crate::wire::{ip, Kind, Nack, Probe, Trailer, NACK_MAX, NACK_MAX_LEN, TRAILER_LEN};
+use crate::wire::{ip, Kind, Nack, Probe, Trailer, Train, NACK_MAX, NACK_MAX_LEN, TRAILER_LEN};
 
 /// Buffers an endpoint keeps for its own probes, NACKs and resends.
 const POOL_KEEP: usize = 1024;
@@ -97,7 +98,7 @@ pub struct RefusedStats {
     pub bad_trailer: u64,
     /// Bytes between the inner IP packet and the trailer.
     pub length_mismatch: u64,
-    /// A probe that does not read as one.
+    /// A probe, or a packet of a probe train, that does not read as one.
     pub bad_probe: u64,
     /// A NACK that does not read as one.
     pub bad_nack: u64,
@@ -318,6 +319,10 @@ impl Endpoint {
                     self.handle_nack(now, path, &buf);
                     self.pool.put(buf);
                 }
+                Ok((Kind::Train, _, buf)) => {
+                    self.handle_train(now, path, &buf);
+                    self.pool.put(buf);
+                }
                 Err(buf) => self.pool.put(buf),
             }
         }
@@ -339,6 +344,9 @@ impl Endpoint {
             append_trailer(&mut buf, &trailer);
             self.path_stats[path.index()].tx_probes += 1;
             self.outgoing[path.index()].push_back(buf);
+        }
+        while let Some((path, number)) = self.paths.poll_train(now) {
+            self.queue_train(path, number);
         }
         self.update_hints(now);
         if self.reorder.poll_timeout().is_some_and(|t| t <= now) {
@@ -579,6 +587,34 @@ impl Endpoint {
             .handle_packet(now, &arrival, Received { buf, due })
         {
             self.pool.put(refused.buf);
+        }
+    }
+
+    /// Queue the packets of probe train `number` on `path`, back to back.
+    fn queue_train(&mut self, path: PathId, number: u32) {
+        let len = TRAIN_PACKET_LEN.min(self.pool.capacity().saturating_sub(TRAILER_LEN));
+        let trailer = Trailer::control(Kind::Train, self.epoch, self.paths.usable());
+        for index in 0..TRAIN_PACKETS {
+            let train = Train {
+                number,
+                index,
+                count: TRAIN_PACKETS,
+            };
+            let mut buf = self.pool.take(0);
+            buf.fill(0, len, |b| train.encode(b, len));
+            append_trailer(&mut buf, &trailer);
+            self.outgoing[path.index()].push_back(buf);
+        }
+    }
+
+    /// Take a packet of a probe train; one that is not is counted as a bad
+    /// probe.
+    fn handle_train(&mut self, now: Instant, path: PathId, buf: &PacketBuf) {
+        match Train::decode(buf.packet()) {
+            Ok(train) => self
+                .paths
+                .handle_train(now, path, &train, buf.packet().len()),
+            Err(_) => self.path_stats[path.index()].refused.bad_probe += 1,
         }
     }
 

@@ -23,7 +23,7 @@ use crate::path::{
     CONGESTED_US,
 };
 use crate::seq::Seq;
-use crate::wire::Probe;
+use crate::wire::{Probe, Train};
 use crate::MAX_PATHS;
 
 /// Loss above which a path is set aside while another is clean. Repairs
@@ -145,12 +145,14 @@ impl PathTable {
             (true, PathState::NoSession) => {
                 p.liveness.session_up(now);
                 p.probes.start(now);
+                p.trains.start(now);
                 self.set_state(i, PathState::Unconfirmed, PathChange::Up);
             }
             (false, PathState::NoSession) | (true, _) => {}
             (false, _) => {
                 p.liveness.session_down();
                 p.probes.stop();
+                p.trains.stop();
                 self.set_state(i, PathState::NoSession, PathChange::NoSession);
             }
         }
@@ -390,6 +392,7 @@ impl PathTable {
         let sent_before = p.queue.sent_total();
         let number = p.probes.send(now, interval, sent_before);
         let echo = p.peer_probes.to_echo();
+        let train = p.peer_trains.report();
         let probe = Probe {
             number,
             sent_us: now_us,
@@ -399,8 +402,30 @@ impl PathTable {
             rx_packets: p.reception.packets,
             rx_bytes: p.reception.bytes,
             rx_highest_path_seq: p.reception.highest_path_seq.unwrap_or(Seq(0)),
+            train_number: train.number,
+            train_bytes: train.bytes,
+            train_span_us: train.span_us,
         };
         Some((PathId(i as u8), probe))
+    }
+
+    /// Return the next probe train due by `now`, its path and number; call
+    /// until `None`.
+    pub fn poll_train(&mut self, now: Instant) -> Option<(PathId, u32)> {
+        let i = self
+            .paths
+            .iter()
+            .position(|p| p.trains.next_at().is_some_and(|t| t <= now))?;
+        Some((PathId(i as u8), self.paths[i].trains.send(now)))
+    }
+
+    /// Take a packet of `len` bytes of a probe train the peer sent on
+    /// `path`; the next probe there reports the train once it is whole.
+    pub fn handle_train(&mut self, now: Instant, path: PathId, train: &Train, len: usize) {
+        let now_us = self.micros(now);
+        if let Some(p) = self.paths.get_mut(path.index()) {
+            p.peer_trains.handle(now_us, train, len);
+        }
     }
 
     /// Return when [`handle_timeout`](Self::handle_timeout) or
@@ -434,7 +459,7 @@ impl PathTable {
     fn expire(&mut self, now: Instant, i: usize, timer: PathTimer) {
         let p = &mut self.paths[i];
         match timer {
-            PathTimer::Probe => {}
+            PathTimer::Probe | PathTimer::Train => {}
             PathTimer::AsideEnds => {
                 if p.liveness.aside_ends(now) {
                     p.delivery.forget_loss(false);
@@ -595,6 +620,7 @@ impl PathTable {
                 .delivery
                 .measured()
                 .then(|| p.delivery.capacity() * 8.0 / 1e6),
+            train_mbps: p.delivery.train_rate().map(|r| r * 8.0 / 1e6),
             loss: p.delivery.loss(),
             owd_in_rel_ms: rel(&|q: &Path| q.peer_probes.owd_in.smoothed()),
             jitter_in_ms: p.peer_probes.owd_in.jitter() / 1000.0,

@@ -218,6 +218,41 @@ fn idle_paths_cost_at_most_ten_probes_a_second() {
 }
 
 #[test]
+fn each_path_sends_three_trains_when_its_session_comes_up() {
+    let mut pair = Pair::new(&[5, 30]);
+    let mut trains = [0usize; 2];
+    let mut lens = Vec::new();
+    for ms in 0..2000 {
+        let now = pair.at(ms);
+        pair.a.handle_timeout(now);
+        let mut out = Vec::new();
+        while let Some(path) = pair.a.poll_transmit(&mut out) {
+            for buf in out.drain(..) {
+                if trailer_of(&buf).kind == Kind::Train {
+                    trains[path.index()] += 1;
+                    lens.push(buf.len());
+                }
+            }
+        }
+    }
+    assert_eq!(trains, [48, 48], "3 trains of 16 packets a path");
+    assert!(lens.iter().all(|&l| l == 1100 + TRAILER_LEN), "{lens:?}");
+    // A session that comes up again sends them again.
+    pair.a.set_session(pair.at(2000), PathId(1), false);
+    pair.a.set_session(pair.at(2001), PathId(1), true);
+    pair.a.handle_timeout(pair.at(2001));
+    let mut out = Vec::new();
+    let mut again = [0usize; 2];
+    while let Some(path) = pair.a.poll_transmit(&mut out) {
+        again[path.index()] += out
+            .drain(..)
+            .filter(|b| trailer_of(b).kind == Kind::Train)
+            .count();
+    }
+    assert_eq!(again, [0, 16]);
+}
+
+#[test]
 fn a_cut_path_is_down_within_300_ms_and_back_when_restored() {
     let mut pair = Pair::new(&[5, 30]);
     pair.run(0, 1000);
@@ -812,10 +847,15 @@ fn what_is_not_for_the_tunnel_is_refused_and_counted() {
         refused(&mut a, plaintext(&padded, &data_trailer(0, 0, EPOCH_B))),
         [0, 1, 0, 0]
     );
-    // Probe and NACK kinds whose bodies are not.
+    // Probe, train and NACK kinds whose bodies are not.
     let probe = Trailer::control(Kind::Probe, EPOCH_B, PathSet(1));
     assert_eq!(
-        refused(&mut a, plaintext(&ip_packet(72), &probe)),
+        refused(&mut a, plaintext(&ip_packet(84), &probe)),
+        [0, 0, 1, 0]
+    );
+    let train = Trailer::control(Kind::Train, EPOCH_B, PathSet(1));
+    assert_eq!(
+        refused(&mut a, plaintext(&ip_packet(1100), &train)),
         [0, 0, 1, 0]
     );
     let nack = Trailer::control(Kind::Nack, EPOCH_B, PathSet(1));

@@ -96,6 +96,9 @@ pub(crate) struct Delivery {
     /// A queued delivery rate over a short span, taken until `rate` has
     /// its first sample, and standing in for it.
     rate_first: Option<f64>,
+    /// The highest rate our probe trains arrived at: where it is below the
+    /// initial guess, the guess until the path is measured.
+    rate_train: Option<f64>,
     last_report: Option<ReceiveReport>,
     /// Loss of our data, smoothed, as a fraction.
     loss: f64,
@@ -115,6 +118,7 @@ impl Default for Delivery {
             rate: WindowedMax::new(RATE_WINDOW),
             rate_unqueued: WindowedMax::new(RATE_WINDOW),
             rate_first: None,
+            rate_train: None,
             last_report: None,
             loss: 0.0,
             judged_packets: 0,
@@ -133,8 +137,22 @@ impl Delivery {
         self.rate
             .get()
             .or(self.rate_first)
-            .unwrap_or(INITIAL_RATE)
+            .unwrap_or_else(|| {
+                self.rate_train
+                    .map_or(INITIAL_RATE, |r| r.min(INITIAL_RATE))
+            })
             .max(unqueued)
+    }
+
+    /// Take the rate one of our probe trains arrived at, bytes per second.
+    pub fn take_train_rate(&mut self, rate: f64) {
+        self.rate_train = Some(self.rate_train.map_or(rate, |r| r.max(rate)));
+    }
+
+    /// Return the highest rate our probe trains arrived at, bytes per
+    /// second.
+    pub fn train_rate(&self) -> Option<f64> {
+        self.rate_train
     }
 
     /// Return whether any delivery rate was measured.

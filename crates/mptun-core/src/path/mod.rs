@@ -6,7 +6,8 @@
 //! echoes), round-trip and one-way delay [estimators], [`Delivery`](delivery)
 //! (rate and loss of our data as the peer reports it), the
 //! [`QueueModel`](queue) the scheduler sends against and the
-//! [`QueueLimit`](queue_limit) it fills the path to. What needs several
+//! [`QueueLimit`](queue_limit) it fills the path to, and the probe
+//! [trains](train) that tell its rate before data needs it. What needs several
 //! paths at once (which paths data may use, which are clean) is in
 //! [`crate::paths`].
 
@@ -16,6 +17,7 @@ pub mod liveness;
 pub mod probing;
 pub mod queue;
 mod queue_limit;
+pub mod train;
 
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -27,6 +29,7 @@ pub use liveness::PathState;
 use probing::{OurProbes, PeerProbes, BASE_DELAY_WINDOW, PROBE_BUSY, PROBE_IDLE};
 use queue::QueueModel;
 use queue_limit::QueueLimit;
+use train::{OurTrains, PeerTrains};
 
 use crate::seq::Seq;
 use crate::wire::Probe;
@@ -144,6 +147,8 @@ pub struct PathEstimate {
     pub model_queue_ms: f64,
     /// Delivery rate (windowed max), Mbit/s.
     pub rate_mbps: Option<f64>,
+    /// The highest rate our probe trains arrived at, Mbit/s.
+    pub train_mbps: Option<f64>,
     /// Loss of our data on this path, smoothed, as a fraction.
     pub loss: f64,
     /// The peer's one-way delay towards us, above its fastest path's, ms.
@@ -168,6 +173,8 @@ pub struct PathEstimate {
 pub(crate) enum PathTimer {
     /// The next probe is due.
     Probe,
+    /// The next probe train is due.
+    Train,
     /// A probe's echo is overdue: new data avoids the path.
     EchoOverdue,
     /// No echo for too long: the path is down.
@@ -177,8 +184,9 @@ pub(crate) enum PathTimer {
 }
 
 impl PathTimer {
-    pub const ALL: [PathTimer; 4] = [
+    pub const ALL: [PathTimer; 5] = [
         PathTimer::Probe,
+        PathTimer::Train,
         PathTimer::EchoOverdue,
         PathTimer::Down,
         PathTimer::AsideEnds,
@@ -201,6 +209,8 @@ pub(crate) struct Path {
     pub liveness: Liveness,
     pub probes: OurProbes,
     pub peer_probes: PeerProbes,
+    pub trains: OurTrains,
+    pub peer_trains: PeerTrains,
     /// Round trips, from our probes' echoes.
     pub rtt: RttEstimator,
     /// Our one-way delay, from the echoes (relative to an unknown clock
@@ -227,6 +237,8 @@ impl Default for Path {
             liveness: Liveness::default(),
             probes: OurProbes::default(),
             peer_probes: PeerProbes::default(),
+            trains: OurTrains::default(),
+            peer_trains: PeerTrains::default(),
             rtt: RttEstimator::default(),
             owd_out: DelayTracker::new(BASE_DELAY_WINDOW),
             idle_jitter: StepJitter::default(),
@@ -308,6 +320,7 @@ impl Path {
     pub fn deadline(&self, timer: PathTimer) -> Option<Instant> {
         match timer {
             PathTimer::Probe => self.probes.next_at(),
+            PathTimer::Train => self.trains.next_at(),
             PathTimer::EchoOverdue => self
                 .echo_overdue_at()
                 .filter(|_| !self.liveness.echo_late()),
@@ -436,6 +449,9 @@ impl Path {
         {
             self.queue_limit.overflowed(now);
         }
+        if let Some(rate) = self.trains.take_report(probe) {
+            self.delivery.take_train_rate(rate);
+        }
         Some((fresh_echo, echoed_sent_at))
     }
 
@@ -443,6 +459,7 @@ impl Path {
     /// numbers and new counters.
     pub fn forget_peer(&mut self) {
         self.peer_probes.reset();
+        self.peer_trains.reset();
         self.owd_out.reset();
         self.idle_jitter = StepJitter::default();
         self.delivery.forget_report();

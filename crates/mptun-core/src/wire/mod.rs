@@ -10,6 +10,8 @@
 //! - [`shim`]: the IPv4 header that makes a probe or NACK look like an IP
 //!   packet to boringtun.
 //! - [`probe`]: path measurement, both ways.
+//! - [`train`]: padded packets sent back to back, whose spacing gives a
+//!   path's bottleneck rate.
 //! - [`nack`]: a request to resend lost data packets.
 //! - [`ip`]: the little of an inner IP header mptun reads.
 
@@ -18,10 +20,12 @@ pub mod nack;
 pub mod probe;
 pub mod shim;
 pub mod trailer;
+pub mod train;
 
 pub use nack::{Nack, NACK_MAX, NACK_MAX_LEN};
 pub use probe::{Probe, PROBE_LEN};
 pub use trailer::{Kind, Trailer, TRAILER_LEN};
+pub use train::Train;
 
 /// Why bytes could not be read as an mptun message. Small and `Copy`: the
 /// message is dropped and counted, never logged one by one.

@@ -12,7 +12,7 @@
 //!  0                   1                   2                   3
 //!  0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
 //! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
-//! |  20-byte IPv4 header, protocol 253, total length 20 + 52      |
+//! |  20-byte IPv4 header, protocol 253, total length 20 + 64      |
 //! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //! |                     probe number                              |
 //! |                  send time, µs (64 bits)                      |
@@ -22,6 +22,9 @@
 //! |       data packets received on this path (64 bits)            |
 //! |         data bytes received on this path (64 bits)            |
 //! |            highest path sequence number received              |
+//! |        last probe train received on this path (its number)    |
+//! |    its bytes after the first packet's arrival, to the last's  |
+//! |        µs from the first packet's arrival to the last's       |
 //! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //! ```
 //!
@@ -36,7 +39,7 @@ use super::{read_u32, read_u64, shim, WireError};
 use crate::seq::Seq;
 
 /// Length of a probe's body after the shim.
-pub const PROBE_LEN: usize = 52;
+pub const PROBE_LEN: usize = 64;
 
 /// Byte offsets of the fields, within the body after the shim.
 mod field {
@@ -49,6 +52,9 @@ mod field {
     pub const RX_PACKETS: Range<usize> = 32..40;
     pub const RX_BYTES: Range<usize> = 40..48;
     pub const RX_HIGHEST_PATH_SEQ: Range<usize> = 48..52;
+    pub const TRAIN_NUMBER: Range<usize> = 52..56;
+    pub const TRAIN_BYTES: Range<usize> = 56..60;
+    pub const TRAIN_SPAN_US: Range<usize> = 60..64;
 }
 
 /// One probe with its piggybacked feedback.
@@ -70,6 +76,13 @@ pub struct Probe {
     pub rx_bytes: u64,
     /// Highest path sequence number received on this path.
     pub rx_highest_path_seq: Seq,
+    /// The last [probe train](super::train) the peer received whole on
+    /// this path (0: none yet).
+    pub train_number: u32,
+    /// Bytes of that train that arrived after its first packet.
+    pub train_bytes: u32,
+    /// µs from the arrival of its first packet to that of its last.
+    pub train_span_us: u32,
 }
 
 impl Probe {
@@ -89,6 +102,9 @@ impl Probe {
         b[field::RX_PACKETS].copy_from_slice(&self.rx_packets.to_be_bytes());
         b[field::RX_BYTES].copy_from_slice(&self.rx_bytes.to_be_bytes());
         b[field::RX_HIGHEST_PATH_SEQ].copy_from_slice(&self.rx_highest_path_seq.0.to_be_bytes());
+        b[field::TRAIN_NUMBER].copy_from_slice(&self.train_number.to_be_bytes());
+        b[field::TRAIN_BYTES].copy_from_slice(&self.train_bytes.to_be_bytes());
+        b[field::TRAIN_SPAN_US].copy_from_slice(&self.train_span_us.to_be_bytes());
         Self::LEN
     }
 
@@ -108,6 +124,9 @@ impl Probe {
             rx_packets: read_u64(b, field::RX_PACKETS),
             rx_bytes: read_u64(b, field::RX_BYTES),
             rx_highest_path_seq: Seq(read_u32(b, field::RX_HIGHEST_PATH_SEQ)),
+            train_number: read_u32(b, field::TRAIN_NUMBER),
+            train_bytes: read_u32(b, field::TRAIN_BYTES),
+            train_span_us: read_u32(b, field::TRAIN_SPAN_US),
         })
     }
 }
@@ -126,15 +145,18 @@ mod tests {
             rx_packets: 1000,
             rx_bytes: 1_400_000,
             rx_highest_path_seq: Seq(0xffff_fff0),
+            train_number: 2,
+            train_bytes: 16_500,
+            train_span_us: 0x0102_0304,
         }
     }
 
     #[test]
     fn encodes_golden_bytes() {
-        let mut buf = [0xaa; 80];
-        assert_eq!(sample().encode(&mut buf), 72);
-        let golden: [u8; 72] = [
-            0x45, 0, 0, 72, 0, 0, 0, 0, 1, 253, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, // shim
+        let mut buf = [0xaa; 90];
+        assert_eq!(sample().encode(&mut buf), 84);
+        let golden: [u8; 84] = [
+            0x45, 0, 0, 84, 0, 0, 0, 0, 1, 253, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, // shim
             0, 0, 0, 7, // number
             1, 2, 3, 4, 5, 6, 7, 8, // sent
             0, 0, 0, 6, // echo number
@@ -143,16 +165,19 @@ mod tests {
             0, 0, 0, 0, 0, 0, 0x03, 0xe8, // rx packets
             0, 0, 0, 0, 0, 0x15, 0x5c, 0xc0, // rx bytes
             0xff, 0xff, 0xff, 0xf0, // highest path seq
+            0, 0, 0, 2, // train number
+            0, 0, 0x40, 0x74, // train bytes
+            1, 2, 3, 4, // train span
         ];
-        assert_eq!(buf[..72], golden);
+        assert_eq!(buf[..84], golden);
         assert_eq!(Probe::decode(&golden), Ok(sample()));
     }
 
     #[test]
     fn rejects_what_is_not_a_probe() {
-        let mut buf = [0u8; 72];
+        let mut buf = [0u8; 84];
         sample().encode(&mut buf);
-        assert_eq!(Probe::decode(&buf[..71]), Err(WireError::BadLength));
+        assert_eq!(Probe::decode(&buf[..83]), Err(WireError::BadLength));
         let mut tcp = buf;
         tcp[9] = 6;
         assert_eq!(Probe::decode(&tcp), Err(WireError::BadShim));

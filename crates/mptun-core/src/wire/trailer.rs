@@ -60,9 +60,10 @@ pub const TRAILER_LEN: usize = 24;
 
 /// Version of the trailer layout, in the high nibble of the last byte.
 /// Version 2 added flag C, version 3 the send time and the previous packet
-/// on the path: an older peer would misread every packet, so the two
+/// on the path, version 4 probe trains and their report in probes: an
+/// older peer would misread every packet or refuse every probe, so the two
 /// refuse each other outright instead.
-pub const VERSION: u8 = 3;
+pub const VERSION: u8 = 4;
 
 /// Byte offsets of the fields, within the trailer.
 mod field {
@@ -93,6 +94,9 @@ pub enum Kind {
     /// A request to resend lost data packets (see [`super::nack`]), never
     /// delivered to the TUN device.
     Nack = 3,
+    /// A packet of a probe train (see [`super::train`]), never delivered to
+    /// the TUN device.
+    Train = 4,
 }
 
 /// The decoded trailer of one packet.
@@ -178,6 +182,7 @@ impl Trailer {
             1 => Kind::Data,
             2 => Kind::Probe,
             3 => Kind::Nack,
+            4 => Kind::Train,
             _ => return Err(WireError::UnknownKind),
         };
         let flags = t[field::FLAGS];
@@ -215,7 +220,7 @@ mod tests {
         0x01, 0x02, 0x03, 0x01, // previous on the path
         0x80, 0x05, // paths in use: 0, 2, 15
         0x02, // flags: P
-        0x31, // version 3, kind data
+        0x41, // version 4, kind data
     ];
 
     fn golden_trailer() -> Trailer {
@@ -281,7 +286,7 @@ mod tests {
         let mut bad = GOLDEN;
         bad[23] = 0x21;
         assert_eq!(Trailer::decode_suffix(&bad), Err(WireError::UnknownVersion));
-        bad[23] = 0x3f;
+        bad[23] = 0x4f;
         assert_eq!(Trailer::decode_suffix(&bad), Err(WireError::UnknownKind));
         bad = GOLDEN;
         bad[22] = 4;
