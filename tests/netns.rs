@@ -1008,3 +1008,41 @@ fn lab_equal_scenario_beats_the_best_single_path() {
         "mptun {mptun:.1} Mbit/s, best single path {best:.1} Mbit/s (lab run {attempt} of at most {LAB_ATTEMPTS})"
     );
 }
+
+/// Probe trains: before any data, site A takes an emulated 8 Mbit/s path
+/// for about that (not for the 100 Mbit/s assumed of an unmeasured path),
+/// and a 100 Mbit/s one beside it for no less than most of its rate.
+#[test]
+fn probe_trains_tell_a_slow_path_before_the_flow() {
+    if !is_root() {
+        eprintln!("skipped: needs root for network namespaces");
+        return;
+    }
+    let _machine = one_at_a_time();
+    let scenario = mptun_lab::scenario::Scenario::parse(
+        "duration = 2\n\
+         [[path]]\nrate-mbit = 100\ndelay-ms = 5\n\
+         [[path]]\nrate-mbit = 8\ndelay-ms = 30\n",
+        "slow beside fast",
+    )
+    .expect("scenario");
+    let options = mptun_lab::run::LabOptions {
+        scenario,
+        scenario_name: "slow beside fast".into(),
+        compare: false,
+        json: true,
+        mptun_exe: mptun_lab::mptun_exe().expect("the mptun program"),
+    };
+    let report = mptun_lab::run::run(&options).expect("lab run");
+    eprintln!("{}", mptun_lab::run::render(&report));
+    let trains = &report.mptun.path_train_mbps;
+    let slow = trains[1].expect("the slow path's trains measured");
+    // Inner bytes, so a little below the emulated rate.
+    assert!(
+        (6.0..=9.0).contains(&slow),
+        "8 Mbit/s path: trains {slow:.1}"
+    );
+    if let Some(fast) = trains[0] {
+        assert!(fast >= 60.0, "100 Mbit/s path: trains {fast:.1}");
+    }
+}

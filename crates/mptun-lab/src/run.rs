@@ -113,6 +113,9 @@ pub struct MptunDetail {
     pub tun_mtu_source: String,
     /// Share of the data bytes each path carried.
     pub path_shares: Vec<f64>,
+    /// Per path, the rate site A's probe trains arrived at before the flow,
+    /// Mbit/s: what mptun took the path for before data measured it.
+    pub path_train_mbps: Vec<Option<f64>>,
     /// Per path, Mbit/s sent every half second.
     pub path_series_mbps: Vec<Vec<f64>>,
     /// Packets the receiver's reorder buffer held for an earlier one.
@@ -690,6 +693,7 @@ fn mptun_detail(
         tun_mtu: a0.mtu,
         tun_mtu_source: a0.mtu_source.clone(),
         path_shares: sent.iter().map(|&s| s as f64 / total).collect(),
+        path_train_mbps: a0.paths.iter().map(|p| p.train_mbps).collect(),
         path_series_mbps,
         reorder_held: r1.buffered - r0.buffered,
         reorder_skipped_loss: r1.skipped_loss - r0.skipped_loss,
@@ -1239,6 +1243,20 @@ pub fn render(r: &LabReport) -> String {
         .map(|(i, s)| format!("path {}: {:.0}%", i + 1, 100.0 * s))
         .collect();
     let _ = writeln!(o, "mptun per-path share of bytes: {}", shares.join(", "));
+    let trains: Vec<String> = m
+        .path_train_mbps
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let rate = r.map_or("-".to_string(), |r| format!("{r:.1} Mbit/s"));
+            format!("path {}: {rate}", i + 1)
+        })
+        .collect();
+    let _ = writeln!(
+        o,
+        "mptun probe trains (site A, before the flow): {}",
+        trains.join(", ")
+    );
     let _ = writeln!(
         o,
         "mptun TUN MTU (site A): {} ({})",

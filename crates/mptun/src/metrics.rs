@@ -209,6 +209,12 @@ pub fn render(s: &Status) -> String {
         &path_gauges(&|p| p.rate_mbps.map(|r| r * 1e6)),
     );
     f.gauge(
+        "mptun_path_train_rate_bits_per_second",
+        None,
+        "Highest rate the path's probe trains arrived at when its session came up.",
+        &path_gauges(&|p| p.train_mbps.map(|r| r * 1e6)),
+    );
+    f.gauge(
         "mptun_path_queue_limit_seconds",
         Some("seconds"),
         "Queue the scheduler fills the path to, learned from its overflows.",

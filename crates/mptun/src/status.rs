@@ -232,6 +232,10 @@ pub struct PathStatus {
     pub queue_ms: f64,
     pub model_queue_ms: f64,
     pub rate_mbps: Option<f64>,
+    /// The highest rate our probe trains arrived at, Mbit/s: the path's
+    /// bottleneck as measured when its session came up.
+    #[serde(default)]
+    pub train_mbps: Option<f64>,
     pub loss_pct: f64,
     pub tx_probes: u64,
     pub rx_probes: u64,
@@ -644,11 +648,13 @@ pub fn render(s: &Status) -> String {
             let _ = writeln!(
                 o,
                 "  rtt: {rtt:.2} ms; one-way {:+.2} ms vs the fastest path, {:.2} ms queued; \
-                 delivery {}; loss {:.2}%",
+                 delivery {}{}; loss {:.2}%",
                 p.owd_rel_ms.unwrap_or(0.0),
                 p.queue_ms,
                 p.rate_mbps
                     .map_or("not measured yet".to_string(), |r| format!("{r:.1} Mbit/s")),
+                p.train_mbps
+                    .map_or(String::new(), |r| format!(" (probe trains {r:.1} Mbit/s)")),
                 p.loss_pct
             );
         }

@@ -358,6 +358,7 @@ impl<T: TunDevice> EndpointTask<T> {
             queue_ms: est.queue_ms,
             model_queue_ms: est.model_queue_ms,
             rate_mbps: est.rate_mbps,
+            train_mbps: est.train_mbps,
             loss_pct: est.loss * 100.0,
             tx_probes: stats.tx_probes,
             rx_probes: stats.rx_probes,
