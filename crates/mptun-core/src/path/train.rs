@@ -132,9 +132,7 @@ impl PeerTrains {
             Some(a) if a.number > train.number => return,
             _ => {
                 // A later train ends the one before, lost tail or not.
-                if let Some(a) = self.arriving.take() {
-                    self.last = a.report();
-                }
+                self.finish();
                 self.arriving = Some(Arriving {
                     number: train.number,
                     first_us: now_us,
@@ -144,9 +142,14 @@ impl PeerTrains {
             }
         }
         if train.index.saturating_add(1) == train.count {
-            if let Some(a) = self.arriving.take() {
-                self.last = a.report();
-            }
+            self.finish();
+        }
+    }
+
+    /// End the train arriving, if any: it is the one to report.
+    fn finish(&mut self) {
+        if let Some(a) = self.arriving.take() {
+            self.last = a.report();
         }
     }
 

@@ -36,9 +36,7 @@ fn version(packet: &[u8]) -> Option<u8> {
 /// Return the length the IP header of `packet` claims for the whole packet,
 /// or `None` if it is not an IPv4 or IPv6 packet.
 pub fn packet_len(packet: &[u8]) -> Option<usize> {
-    let word = |r: core::ops::Range<usize>| {
-        usize::from(u16::from_be_bytes([packet[r.start], packet[r.start + 1]]))
-    };
+    let word = |r| usize::from(super::read_u16(packet, r));
     match version(packet)? {
         4 => Some(word(v4::TOTAL_LEN)),
         _ => Some(v6::HEADER_LEN + word(v6::PAYLOAD_LEN)),

@@ -43,6 +43,13 @@ pub enum WireError {
     BadShim,
 }
 
+/// Read the big-endian `u16` at `range` (two bytes, in bounds).
+fn read_u16(bytes: &[u8], range: core::ops::Range<usize>) -> u16 {
+    let mut word = [0; 2];
+    word.copy_from_slice(&bytes[range]);
+    u16::from_be_bytes(word)
+}
+
 /// Read the big-endian `u32` at `range` (four bytes, in bounds).
 fn read_u32(bytes: &[u8], range: core::ops::Range<usize>) -> u32 {
     let mut word = [0; 4];

@@ -37,15 +37,6 @@ pub fn write(buf: &mut [u8], total: u16) {
     out[field::PROTOCOL] = SHIM_PROTOCOL;
 }
 
-/// Return the total length a shim header says (`packet` holds one: at least
-/// [`SHIM_LEN`] bytes).
-pub fn total_len(packet: &[u8]) -> usize {
-    usize::from(u16::from_be_bytes([
-        packet[field::TOTAL_LEN.start],
-        packet[field::TOTAL_LEN.start + 1],
-    ]))
-}
-
 /// Check that `packet` starts with a shim header, and return what follows
 /// it.
 pub fn body(packet: &[u8]) -> Result<&[u8], WireError> {

@@ -51,7 +51,7 @@
 //! loss to the inner flow instead of asking for it again (see
 //! [`crate::reorder`]).
 
-use super::{read_u32, WireError};
+use super::{read_u16, read_u32, WireError};
 use crate::path::PathSet;
 use crate::seq::Seq;
 
@@ -189,10 +189,6 @@ impl Trailer {
         if flags & !(FLAG_CONGESTED | FLAG_PREVIOUS) != 0 {
             return Err(WireError::UnknownFlags);
         }
-        let paths = [
-            t[field::PATHS_IN_USE.start],
-            t[field::PATHS_IN_USE.start + 1],
-        ];
         let trailer = Trailer {
             seq: Seq(read_u32(t, field::SEQ)),
             path_seq: Seq(read_u32(t, field::PATH_SEQ)),
@@ -200,7 +196,7 @@ impl Trailer {
             sent_us: read_u32(t, field::SENT_US),
             previous_on_path: (flags & FLAG_PREVIOUS != 0)
                 .then(|| Seq(read_u32(t, field::PREVIOUS))),
-            paths_in_use: PathSet(u16::from_be_bytes(paths)),
+            paths_in_use: PathSet(read_u16(t, field::PATHS_IN_USE)),
             kind,
             congested: flags & FLAG_CONGESTED != 0,
         };

@@ -18,7 +18,7 @@
 //! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //! ```
 
-use super::{read_u32, shim, WireError};
+use super::{ip, read_u16, read_u32, shim, WireError};
 
 /// Length of a train packet's header after the shim.
 pub const TRAIN_HEADER_LEN: usize = 8;
@@ -67,11 +67,11 @@ impl Train {
             return Err(WireError::BadLength);
         }
         let b = shim::body(packet)?;
-        if shim::total_len(packet) != packet.len() {
+        if ip::packet_len(packet) != Some(packet.len()) {
             return Err(WireError::BadLength);
         }
-        let count = u16::from_be_bytes([b[field::COUNT.start], b[field::COUNT.start + 1]]);
-        let index = u16::from_be_bytes([b[field::INDEX.start], b[field::INDEX.start + 1]]);
+        let count = read_u16(b, field::COUNT);
+        let index = read_u16(b, field::INDEX);
         if index >= count {
             return Err(WireError::BadLength);
         }
