@@ -338,24 +338,24 @@ impl Tunnel {
             self.driver.close_paths(vec![id]).await;
             self.driver.stop_path(id).await;
             let socket = bind_path_socket(id, &new.paths[n], new.interface.fwmark)?;
-            let opened = self.driver.start_path(id, socket, &new.paths[n])?;
-            let info = opened.2.clone();
-            self.driver.reconfigure(new.clone(), vec![opened]).await;
+            let path = self.driver.new_path(id, socket, &new.paths[n])?;
+            let info = path.info();
+            self.driver.reconfigure(new.clone(), vec![path]).await;
             info!(path = %id, "path restarted with its new settings");
             let deadline = tokio::time::Instant::now() + RESTART_WAIT;
             while info.handshake().0.is_none() && tokio::time::Instant::now() < deadline {
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
         }
-        let mut opened = Vec::new();
+        let mut paths = Vec::new();
         for (socket, n) in added.into_iter().zip(old.paths.len()..) {
-            opened.push(
+            paths.push(
                 self.driver
-                    .start_path(PathId(n as u8), socket, &new.paths[n])?,
+                    .new_path(PathId(n as u8), socket, &new.paths[n])?,
             );
             info!(path = %PathId(n as u8), "path added");
         }
-        self.driver.reconfigure(new.clone(), opened).await;
+        self.driver.reconfigure(new.clone(), paths).await;
         let summary = format!(
             "{} path(s): {} added, {} removed, {} restarted",
             new.paths.len(),

@@ -101,7 +101,25 @@ struct WorkerHandle {
     stopped: oneshot::Receiver<()>,
 }
 
-/// A worker just started: what the endpoint task needs to use it.
+/// A path's worker, built but not running, and the queue to it.
+pub(crate) struct NewPath<S> {
+    worker: PathWorker<S>,
+    to_path: mpsc::Sender<ToPath>,
+    stopped: oneshot::Receiver<()>,
+}
+
+impl<S> NewPath<S> {
+    /// What the worker will publish about the path.
+    pub fn info(&self) -> Arc<PathInfo> {
+        self.worker.info.clone()
+    }
+
+    fn opened(&self) -> Opened {
+        (self.worker.id, self.to_path.clone(), self.info())
+    }
+}
+
+/// What the endpoint task needs to use a path's worker.
 pub(crate) type Opened = (PathId, mpsc::Sender<ToPath>, Arc<PathInfo>);
 
 impl Driver {
@@ -128,10 +146,13 @@ impl Driver {
         };
         let mut to_paths = Vec::new();
         let mut infos = Vec::new();
+        let mut workers = Vec::new();
         for (n, (socket, pc)) in sockets.into_iter().zip(&config.paths).enumerate() {
-            let (_, to_path, info) = driver.start_path(PathId(n as u8), socket, pc)?;
+            let path = driver.new_path(PathId(n as u8), socket, pc)?;
+            let (_, to_path, info) = path.opened();
             to_paths.push(to_path);
             infos.push(info);
+            workers.push(path);
         }
         let now = now();
         let task = EndpointTask {
@@ -148,17 +169,20 @@ impl Driver {
             changes: Vec::new(),
         };
         driver.tasks.spawn(task.run());
+        for path in workers {
+            driver.start_worker(path);
+        }
         Ok(driver)
     }
 
-    /// Start a worker for path `id` on `socket`; the endpoint task uses it
-    /// once told by [`reconfigure`](Self::reconfigure) (at spawn, at once).
-    pub fn start_path<S: PathSocket>(
-        &mut self,
+    /// Build the worker for path `id` on `socket`, not started yet: see
+    /// [`reconfigure`](Self::reconfigure).
+    pub fn new_path<S: PathSocket>(
+        &self,
         id: PathId,
         socket: S,
         pc: &PathConfig,
-    ) -> anyhow::Result<Opened> {
+    ) -> anyhow::Result<NewPath<S>> {
         let local = socket
             .local_addr()
             .with_context(|| format!("{id}: local address"))?;
@@ -166,27 +190,36 @@ impl Driver {
             Some(endpoint) => info!(path = %id, %local, %endpoint, "listening"),
             None => info!(path = %id, %local, "listening; waiting for the peer to connect"),
         }
-        let info = Arc::new(PathInfo::new(id, local, pc.endpoint));
         let (to_path, from_endpoint) = mpsc::channel(PATH_QUEUE);
         let (stopped_tx, stopped) = oneshot::channel();
         let worker = PathWorker {
             id,
             session: PathSession::new(&self.session_config, id.0),
             socket,
-            info: info.clone(),
+            info: Arc::new(PathInfo::new(id, local, pc.endpoint)),
             from_endpoint,
             to_endpoint: self.to_endpoint.clone(),
             buf_capacity: self.buf_capacity,
             endpoint_name: pc.endpoint_name.clone(),
             _stopped: stopped_tx,
         };
-        let abort = self.tasks.spawn(worker.run());
-        let i = id.index();
+        Ok(NewPath {
+            worker,
+            to_path,
+            stopped,
+        })
+    }
+
+    fn start_worker<S: PathSocket>(&mut self, path: NewPath<S>) {
+        let i = path.worker.id.index();
+        let abort = self.tasks.spawn(path.worker.run());
         if self.workers.len() <= i {
             self.workers.resize_with(i + 1, || None);
         }
-        self.workers[i] = Some(WorkerHandle { abort, stopped });
-        Ok((id, to_path, info))
+        self.workers[i] = Some(WorkerHandle {
+            abort,
+            stopped: path.stopped,
+        });
     }
 
     /// Stop path `id`'s worker and wait until its socket is closed.
@@ -203,10 +236,20 @@ impl Driver {
         self.send(paths, None, Vec::new()).await;
     }
 
-    /// Hand the endpoint task a reloaded config and the workers started for
-    /// it.
-    pub async fn reconfigure(&self, config: Arc<Config>, opened: Vec<Opened>) {
+    /// Hand the endpoint task a reloaded config and the paths built for it,
+    /// and start their workers once it has taken them: a worker whose
+    /// session came up sooner would tell it of a path it does not have yet,
+    /// or is about to start afresh, and the path would never carry data.
+    pub async fn reconfigure<S: PathSocket>(
+        &mut self,
+        config: Arc<Config>,
+        paths: Vec<NewPath<S>>,
+    ) {
+        let opened = paths.iter().map(NewPath::opened).collect();
         self.send(Vec::new(), Some(config), opened).await;
+        for path in paths {
+            self.start_worker(path);
+        }
     }
 
     /// Send a change to the endpoint task and wait until it is taken.

@@ -106,7 +106,7 @@ pub(crate) struct Reconfigure {
     pub config: Option<Arc<Config>>,
     /// Paths given a new worker, added or changed in place: the queue to
     /// it and what it publishes.
-    pub opened: Vec<(PathId, tokio::sync::mpsc::Sender<ToPath>, Arc<PathInfo>)>,
+    pub opened: Vec<super::Opened>,
     /// Answered once the endpoint task has taken the change.
     pub applied: tokio::sync::oneshot::Sender<()>,
 }

@@ -10,7 +10,7 @@ use mptun_wg::keys;
 use tokio::sync::oneshot;
 
 use super::*;
-use crate::fake::{FakeNet, FakeTun, TunHandle};
+use crate::fake::{FakeNet, FakeSocket, FakeTun, TunHandle};
 use crate::mtu::MtuSource;
 use crate::status::Status;
 
@@ -283,15 +283,34 @@ async fn an_endpoint_name_is_looked_up_again_while_its_path_is_down() {
     );
 }
 
-/// Add path 2 to both sites, as a reload does.
-async fn add_third_path(net: &Arc<FakeNet>, site: &mut Site, n: u8) {
+/// Add path 2 to a site, as a reload does, the endpoint task taking it
+/// `taken_after` the path's worker was built.
+async fn add_third_path(net: &Arc<FakeNet>, site: &mut Site, n: u8, taken_after: Duration) {
     let config = Arc::new(config_with_paths(n, 3));
     let socket = net.socket(addr(n, 2));
-    let opened = site
+    let path = site
         .driver
-        .start_path(PathId(2), socket, &config.paths[2])
-        .expect("start path 2");
-    site.driver.reconfigure(config, vec![opened]).await;
+        .new_path(PathId(2), socket, &config.paths[2])
+        .expect("path 2");
+    tokio::time::sleep(taken_after).await;
+    site.driver.reconfigure(config, vec![path]).await;
+}
+
+/// A reload adds a path to the site whose peer has it already: the
+/// handshake can complete before the endpoint task, busy with a flow, takes
+/// the new path. The path must still come up: the worker says once that
+/// its session is up, and that must not reach the endpoint task before the
+/// path does.
+#[tokio::test(start_paused = true)]
+async fn a_path_added_while_the_endpoint_task_is_busy_comes_up() {
+    let net = Arc::new(FakeNet::default());
+    let mut a = site_with(&net, 1, config_with_paths(1, 2)).await;
+    let mut b = site_with(&net, 2, config_with_paths(2, 2)).await;
+    all_up(&a, &b).await;
+    add_third_path(&net, &mut b, 2, Duration::ZERO).await;
+    // Longer than a handshake over this network takes.
+    add_third_path(&net, &mut a, 1, Duration::from_millis(100)).await;
+    all_up(&a, &b).await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -300,8 +319,8 @@ async fn paths_added_and_removed_live_carry_the_flow_in_order() {
     let mut a = site_with(&net, 1, config_with_paths(1, 2)).await;
     let mut b = site_with(&net, 2, config_with_paths(2, 2)).await;
     all_up(&a, &b).await;
-    add_third_path(&net, &mut b, 2).await;
-    add_third_path(&net, &mut a, 1).await;
+    add_third_path(&net, &mut b, 2, Duration::ZERO).await;
+    add_third_path(&net, &mut a, 1, Duration::ZERO).await;
     all_up(&a, &b).await;
     assert_eq!(status(&a).await.paths.len(), 3);
     for n in 0..3000 {
@@ -318,7 +337,7 @@ async fn paths_added_and_removed_live_carry_the_flow_in_order() {
         site.driver.close_paths(vec![PathId(2)]).await;
         site.driver.stop_path(PathId(2)).await;
         site.driver
-            .reconfigure(Arc::new(config_with_paths(n, 2)), Vec::new())
+            .reconfigure::<FakeSocket>(Arc::new(config_with_paths(n, 2)), Vec::new())
             .await;
     }
     let sent_before = status(&a)
