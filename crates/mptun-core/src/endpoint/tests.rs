@@ -970,3 +970,50 @@ fn held_tcp_segments_take_the_far_path_before_the_near_one_queues() {
         .count();
     assert_eq!(near, 20);
 }
+
+#[test]
+fn a_far_path_is_confirmed_before_it_could_be_taken_for_dead() {
+    // 80 ms each way. A's session (the initiator's) comes up first, B's
+    // when A's first packet reaches it. Each side echoes the other's probe
+    // in its next one, up to the idle interval (100 ms) later, so a first
+    // echo may come a round trip and that interval after the session: more
+    // than a measured path of this round trip is let stay silent.
+    let mut pair = Pair::new(&[80]);
+    let path = PathId(0);
+    pair.b.set_session(pair.t0, path, false);
+    let mut up_at = [None, None];
+    for ms in 0..1000 {
+        if ms == 80 {
+            let now = pair.at(ms);
+            pair.b.set_session(now, path, true);
+        }
+        pair.run(ms, ms + 1);
+        for (side, endpoint) in [&pair.a, &pair.b].into_iter().enumerate() {
+            assert_ne!(
+                endpoint.state(path),
+                PathState::Down,
+                "side {side} at {ms} ms"
+            );
+            if up_at[side].is_none() && endpoint.state(path) == PathState::Up {
+                up_at[side] = Some(ms);
+            }
+        }
+    }
+    // Within a round trip and the idle interval of each side's session.
+    assert!(
+        up_at[0].is_some_and(|ms| ms <= 160 + 100),
+        "A up at {up_at:?}"
+    );
+    assert!(
+        up_at[1].is_some_and(|ms| ms <= 80 + 160 + 100),
+        "B up at {up_at:?}"
+    );
+    for endpoint in [&mut pair.a, &mut pair.b] {
+        while let Some(event) = endpoint.poll_event() {
+            assert!(
+                !matches!(event.change, PathChange::Down { .. }),
+                "{event:?}"
+            );
+        }
+    }
+}

@@ -90,8 +90,15 @@ pub(crate) fn base_min(paths: &[Path]) -> Option<i64> {
 
 /// Shortest silence (no new echo) after which a path is down.
 pub const DOWN_AFTER_MIN: Duration = Duration::from_millis(120);
-/// Longest: a dead path is down within this, whatever its RTT.
+/// Longest: a path that was echoed and dies is down within this, whatever
+/// its RTT.
 pub const DOWN_AFTER_MAX: Duration = Duration::from_millis(290);
+/// Longest a path whose session just came up may wait for its first echo
+/// before it is down: its round trip is not measured yet, so as long as
+/// the longest silence allowed, and the peer, which has not heard from us
+/// yet, echoes our first probe in its next one, up to its idle interval
+/// later.
+const FIRST_ECHO_WITHIN: Duration = DOWN_AFTER_MAX.saturating_add(PROBE_IDLE);
 /// A path that has carried data this recently is busy.
 const BUSY_WINDOW: Duration = Duration::from_millis(100);
 /// Margin over the expected round trip before a probe's echo is overdue.
@@ -366,16 +373,16 @@ impl Path {
     }
 
     /// When the path is down unless a new echo comes: [`down_after`] the
-    /// last one (or the session's start), as a busy path if it is still
-    /// busy then. One answer for both the timer and the check, so the timer
-    /// never fires at a time the check does not act on.
+    /// last one, as a busy path if it is still busy then, or
+    /// [`FIRST_ECHO_WITHIN`] the session's start while none came. One
+    /// answer for both the timer and the check, so the timer never fires at
+    /// a time the check does not act on.
     ///
     /// [`down_after`]: Self::down_after
     pub fn down_at(&self) -> Option<Instant> {
-        let since = self
-            .liveness
-            .last_echo()
-            .or(self.liveness.session_since())?;
+        let Some(since) = self.liveness.last_echo() else {
+            return self.liveness.session_since().map(|t| t + FIRST_ECHO_WITHIN);
+        };
         let as_busy = since + self.down_after(true);
         let busy_then = self
             .last_data_sent
