@@ -53,6 +53,12 @@ fn trailer_of(buf: &PacketBuf) -> Trailer {
     Trailer::decode_suffix(buf.packet()).expect("a trailer").0
 }
 
+#[derive(Clone, Copy)]
+enum Side {
+    A,
+    B,
+}
+
 struct Pair {
     t0: Instant,
     /// The latest time the pair was run to or sent at.
@@ -63,6 +69,8 @@ struct Pair {
     delays: Vec<Option<Duration>>,
     /// Per path: only the direction from A to B is cut.
     cut_to_b: Vec<bool>,
+    /// Whether A's probes are lost on the way to B (at a full queue).
+    lose_probes_to_b: bool,
     /// Whether data crosses the paths; otherwise it only makes them busy.
     carry_data: bool,
     /// Data packets from A lost on the way.
@@ -95,6 +103,7 @@ impl Pair {
                 .map(|&d| Some(Duration::from_millis(d)))
                 .collect(),
             cut_to_b: vec![false; n],
+            lose_probes_to_b: false,
             carry_data: false,
             lose: |_| false,
             wire: Vec::new(),
@@ -124,6 +133,9 @@ impl Pair {
                     if !self.carry_data || (to_b && (self.lose)(&trailer)) {
                         continue;
                     }
+                }
+                if to_b && self.lose_probes_to_b && trailer.kind == Kind::Probe {
+                    continue;
                 }
                 let cut = to_b && self.cut_to_b[path.index()];
                 if let (Some(d), false) = (self.delays[path.index()], cut) {
@@ -176,6 +188,28 @@ impl Pair {
         self.a.handle_tun(now, &mut vec![packet]);
         self.flush(true, now);
         self.sent[before..].last().copied()
+    }
+
+    /// Run `ms`, a millisecond at a time, calling `each` first; return the
+    /// first millisecond after which `side` had path 0 down.
+    fn first_down(
+        &mut self,
+        side: Side,
+        ms: std::ops::Range<u64>,
+        mut each: impl FnMut(&mut Pair, Instant),
+    ) -> Option<u64> {
+        for ms in ms {
+            each(self, self.at(ms));
+            self.run(ms, ms + 1);
+            let endpoint = match side {
+                Side::A => &self.a,
+                Side::B => &self.b,
+            };
+            if endpoint.state(PathId(0)) == PathState::Down {
+                return Some(ms);
+            }
+        }
+        None
     }
 
     /// As [`run`](Self::run), with both sides sending 200 Mbit/s of data.
@@ -1016,4 +1050,46 @@ fn a_far_path_is_confirmed_before_it_could_be_taken_for_dead() {
             );
         }
     }
+}
+
+#[test]
+fn a_path_whose_probes_are_lost_at_a_queue_its_data_crosses_stays_up() {
+    // A's data overflows the queue from A to B, which drops every probe of
+    // A's but lets data through: B hears no echo, but nothing says its own
+    // direction failed. It keeps the path up, for at most a second.
+    let mut pair = Pair::new(&[20]);
+    pair.carry_data = true;
+    pair.run(0, 1000);
+    let path = PathId(0);
+    pair.lose_probes_to_b = true;
+    let down_at = pair.first_down(Side::B, 1000..2500, |pair, now| {
+        pair.send(now, 1250);
+    });
+    // A second after the last echo, which came up to a probe interval and
+    // a round trip before the loss began.
+    let down_after = down_at.expect("never down") - 1000;
+    assert!(
+        (800..1100).contains(&down_after),
+        "down after {down_after} ms"
+    );
+    assert_eq!(
+        pair.a.state(path),
+        PathState::Up,
+        "B's reports say A's data arrives"
+    );
+}
+
+#[test]
+fn our_direction_failing_is_down_in_time_while_the_peer_s_data_still_comes() {
+    // A's direction is cut; B's data still reaches A, and so do B's probes,
+    // with an echo that goes stale: A is down as soon as without the data.
+    let mut pair = Pair::new(&[20]);
+    pair.carry_data = true;
+    pair.run(0, 1000);
+    pair.cut_to_b[0] = true;
+    let down_at = pair.first_down(Side::A, 1000..1500, |pair, now| {
+        pair.b.handle_tun(now, &mut vec![ip_packet(1250)]);
+    });
+    let down_after = down_at.expect("never down") - 1000;
+    assert!(down_after <= 300, "down after {down_after} ms");
 }

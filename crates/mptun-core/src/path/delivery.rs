@@ -155,6 +155,13 @@ impl Delivery {
         self.rate_train
     }
 
+    /// Return whether `probe`'s report says the peer received more of our
+    /// data on the path than the report before.
+    pub fn reports_more_received(&self, probe: &Probe) -> bool {
+        self.last_report
+            .is_some_and(|last| probe.rx_packets > last.rx_packets)
+    }
+
     /// Return whether any delivery rate was measured.
     pub fn measured(&self) -> bool {
         self.rate.get().is_some() || self.rate_first.is_some() || self.rate_unqueued.get().is_some()

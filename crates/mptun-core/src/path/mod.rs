@@ -99,6 +99,9 @@ pub const DOWN_AFTER_MAX: Duration = Duration::from_millis(290);
 /// yet, echoes our first probe in its next one, up to its idle interval
 /// later.
 const FIRST_ECHO_WITHIN: Duration = DOWN_AFTER_MAX.saturating_add(PROBE_IDLE);
+/// Longest a path stays up without an echo while the peer's data, but
+/// none of its probes, keeps arriving.
+const PEER_PROBES_LOST_MAX: Duration = Duration::from_secs(1);
 /// A path that has carried data this recently is busy.
 const BUSY_WINDOW: Duration = Duration::from_millis(100);
 /// Margin over the expected round trip before a probe's echo is overdue.
@@ -374,9 +377,10 @@ impl Path {
 
     /// When the path is down unless a new echo comes: [`down_after`] the
     /// last one, as a busy path if it is still busy then, or
-    /// [`FIRST_ECHO_WITHIN`] the session's start while none came. One
-    /// answer for both the timer and the check, so the timer never fires at
-    /// a time the check does not act on.
+    /// [`FIRST_ECHO_WITHIN`] the session's start while none came; later
+    /// while the peer's data arrives but none of its probes (see below).
+    /// One answer for both the timer and the check, so the timer never
+    /// fires at a time the check does not act on.
     ///
     /// [`down_after`]: Self::down_after
     pub fn down_at(&self) -> Option<Instant> {
@@ -387,10 +391,22 @@ impl Path {
         let busy_then = self
             .last_data_sent
             .is_some_and(|t| t + BUSY_WINDOW > as_busy);
-        Some(if busy_then {
+        let silent_until = if busy_then {
             as_busy
         } else {
             since + self.down_after(false)
+        };
+        // The peer's data still arrives but none of its probes since that
+        // echo: they are lost on the way here, at a queue its data
+        // overflows, which says nothing of our direction. Were ours lost,
+        // its probes would come with an echo gone stale.
+        let peer_probes_lost = self.peer_probes.last_at().is_none_or(|t| t <= since);
+        Some(match self.last_data_received {
+            Some(data) if peer_probes_lost && data > since => {
+                let data_silent_until = data + self.down_after(true);
+                silent_until.max(data_silent_until.min(since + PEER_PROBES_LOST_MAX))
+            }
+            _ => silent_until,
         })
     }
 
@@ -438,6 +454,10 @@ impl Path {
                 self.idle_jitter.update(owd);
             }
             self.resync_queue(now, probe.echo_number);
+        } else if self.delivery.reports_more_received(probe) {
+            // Our data arrives though our probes do not (lost at a queue
+            // the data overflows): our direction works.
+            self.liveness.echoed(now);
         }
         // Without a fresh echo the queue is not known: our probe may have
         // been dropped at a full queue.
