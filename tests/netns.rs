@@ -954,7 +954,8 @@ const LAB_ATTEMPTS: u32 = 3;
 
 /// The lab's default scenario, short: three emulated 100 Mbit/s paths of
 /// 10 ms RTT. One TCP flow through mptun gets at least twice what the best
-/// single path carries on its own, both measured in this run.
+/// single path carries on its own, both measured in this run, and no path
+/// flaps.
 #[test]
 fn lab_equal_scenario_beats_the_best_single_path() {
     if !is_root() {
@@ -979,7 +980,7 @@ fn lab_equal_scenario_beats_the_best_single_path() {
     // the paths then had delays and reordering the scenario does not have,
     // and such a run measures the host, not mptun. Measure again.
     let mut attempt = 1;
-    let (mptun, best) = loop {
+    let (mptun, best, flaps) = loop {
         let report = mptun_lab::run::run(&options).expect("lab run");
         eprintln!("{}", mptun_lab::run::render(&report));
         let row = |prefix: &str| {
@@ -996,7 +997,11 @@ fn lab_equal_scenario_beats_the_best_single_path() {
                 .is_none_or(|late| late < EMULATOR_LATE_PCT_MAX)
         });
         if emulated || attempt == LAB_ATTEMPTS {
-            break (mptun.goodput_mbps, best.goodput_mbps);
+            break (
+                mptun.goodput_mbps,
+                best.goodput_mbps,
+                report.mptun.path_flaps,
+            );
         }
         eprintln!(
             "attempt {attempt}: the emulator released {EMULATOR_LATE_PCT_MAX}% or more of the frames 5 ms late; measuring again"
@@ -1007,6 +1012,9 @@ fn lab_equal_scenario_beats_the_best_single_path() {
         mptun >= 2.0 * best,
         "mptun {mptun:.1} Mbit/s, best single path {best:.1} Mbit/s (lab run {attempt} of at most {LAB_ATTEMPTS})"
     );
+    // Healthy paths, which the flow fills: none is ever taken for dead, at
+    // start or under the flow.
+    assert_eq!(flaps, 0, "paths flapped (lab run {attempt})");
 }
 
 /// Probe trains: before any data, site A takes an emulated 8 Mbit/s path

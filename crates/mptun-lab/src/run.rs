@@ -135,6 +135,16 @@ pub struct MptunDetail {
     pub late_echoes: u64,
     /// Packets dropped as late or duplicate.
     pub reorder_dropped: u64,
+    /// Times, on both sites, a path stopped carrying data (found down,
+    /// lost its session or set aside) since the sites started: startup
+    /// and the flow both count.
+    pub path_flaps: u64,
+    /// Inner packets site A dropped during the flow for want of a usable
+    /// path.
+    pub tun_dropped_no_path: u64,
+    /// Inner packets site A dropped during the flow because a path's
+    /// worker fell behind (its queue was full).
+    pub tun_dropped_path_queue_full: u64,
     /// Median and 99th percentile of how long held packets waited.
     pub hold_p50_ms: Option<f64>,
     /// See `hold_p50_ms`.
@@ -708,6 +718,14 @@ fn mptun_detail(
             .sum(),
         reorder_dropped: (r1.dropped_stale + r1.dropped_duplicate)
             - (r0.dropped_stale + r0.dropped_duplicate),
+        path_flaps: [a1, b1]
+            .iter()
+            .flat_map(|s| &s.paths)
+            .map(|p| p.flaps)
+            .sum(),
+        tun_dropped_no_path: a1.tun.dropped_no_path - a0.tun.dropped_no_path,
+        tun_dropped_path_queue_full: a1.tun.dropped_path_queue_full
+            - a0.tun.dropped_path_queue_full,
         hold_p50_ms: r1.wait_p50_ms,
         hold_p99_ms: r1.wait_p99_ms,
         hold_p99_steady_ms: b_steady.as_ref().and_then(|start| {
@@ -1266,6 +1284,11 @@ pub fn render(r: &LabReport) -> String {
         o,
         "mptun late echoes (new data avoided a path not yet down): {}",
         m.late_echoes
+    );
+    let _ = writeln!(
+        o,
+        "mptun path flaps since the sites started (both sites): {}; site A's drops during the flow: {} with no usable path, {} at a full path queue",
+        m.path_flaps, m.tun_dropped_no_path, m.tun_dropped_path_queue_full
     );
     let _ = writeln!(
         o,
