@@ -476,7 +476,8 @@ impl Sim {
         let (mut b_highest, mut b_gap, mut b_unacked) = (0u64, false, 0u32);
         let end = t0 + Duration::from_secs_f64(self.seconds);
         let last_send = end - Duration::from_secs_f64(self.tail);
-        let mut next_send = t0 + 500 * MS; // let probes measure first
+        let data_from = t0 + 500 * MS; // let probes measure first
+        let mut next_send = data_from;
         let mut report = Report {
             per_tick: vec![0; (self.seconds * 10.0).ceil() as usize + 1],
             ..Report::default()
@@ -522,7 +523,7 @@ impl Sim {
                 next = next.min(t0 + Duration::from_secs_f64(at));
             }
             now = next.max(now);
-            if first_second_waits.is_none() && now >= t0 + 1500 * MS {
+            if first_second_waits.is_none() && now >= data_from + Duration::from_secs(1) {
                 first_second_waits = Some(b.endpoint.waits().clone());
             }
 

@@ -191,10 +191,11 @@ impl Pair {
     }
 
     /// Run `ms`, a millisecond at a time, calling `each` first; return the
-    /// first millisecond after which `side` had path 0 down.
+    /// first millisecond after which `side` had `path` down.
     fn first_down(
         &mut self,
         side: Side,
+        path: PathId,
         ms: std::ops::Range<u64>,
         mut each: impl FnMut(&mut Pair, Instant),
     ) -> Option<u64> {
@@ -205,7 +206,7 @@ impl Pair {
                 Side::A => &self.a,
                 Side::B => &self.b,
             };
-            if endpoint.state(PathId(0)) == PathState::Down {
+            if endpoint.state(path) == PathState::Down {
                 return Some(ms);
             }
         }
@@ -293,14 +294,11 @@ fn a_cut_path_is_down_within_300_ms_and_back_when_restored() {
     while pair.a.poll_event().is_some() {}
     pair.delays[1] = None;
     let cut = 1000;
-    let mut down_at = None;
-    for ms in cut..cut + 1000 {
-        pair.run(ms, ms + 1);
-        if down_at.is_none() && pair.a.state(PathId(1)) == PathState::Down {
-            down_at = Some(ms - cut);
-        }
-    }
-    let down_after = down_at.expect("never marked down");
+    let down_at = pair
+        .first_down(Side::A, PathId(1), cut..cut + 1000, |_, _| {})
+        .expect("never marked down");
+    pair.run(down_at + 1, cut + 1000);
+    let down_after = down_at - cut;
     assert!(down_after <= 300, "down after {down_after} ms");
     assert_eq!(
         pair.a.state(PathId(0)),
@@ -1062,7 +1060,7 @@ fn a_path_whose_probes_are_lost_at_a_queue_its_data_crosses_stays_up() {
     pair.run(0, 1000);
     let path = PathId(0);
     pair.lose_probes_to_b = true;
-    let down_at = pair.first_down(Side::B, 1000..2500, |pair, now| {
+    let down_at = pair.first_down(Side::B, path, 1000..2500, |pair, now| {
         pair.send(now, 1250);
     });
     // A second after the last echo, which came up to a probe interval and
@@ -1087,7 +1085,7 @@ fn our_direction_failing_is_down_in_time_while_the_peer_s_data_still_comes() {
     pair.carry_data = true;
     pair.run(0, 1000);
     pair.cut_to_b[0] = true;
-    let down_at = pair.first_down(Side::A, 1000..1500, |pair, now| {
+    let down_at = pair.first_down(Side::A, PathId(0), 1000..1500, |pair, now| {
         pair.b.handle_tun(now, &mut vec![ip_packet(1250)]);
     });
     let down_after = down_at.expect("never down") - 1000;
