@@ -58,6 +58,7 @@ fn plaintext(total_len: u16) -> Vec<u8> {
         paths_in_use: PathSet(0b11),
         kind: Kind::Data,
         congested: false,
+        held: false,
     };
     let mut t = [0u8; TRAILER_LEN];
     trailer.encode(&mut t);

@@ -28,6 +28,7 @@ fn trailer() -> Trailer {
         paths_in_use: PathSet(0b0111),
         kind: Kind::Data,
         congested: false,
+        held: false,
     }
 }
 

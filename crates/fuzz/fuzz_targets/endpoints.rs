@@ -35,6 +35,7 @@ enum Step {
         previous_on_path: Option<u32>,
         paths_in_use: u16,
         congested: bool,
+        held: bool,
         len: u16,
     },
     /// Authenticated bytes of any kind.
@@ -130,7 +131,7 @@ fuzz_target!(|steps: Vec<Step>| {
                     from.in_flight.remove(i);
                 }
             }
-            Step::Forge { to_b, path, seq, path_seq, epoch, sent_us, previous_on_path, paths_in_use, congested, len } => {
+            Step::Forge { to_b, path, seq, path_seq, epoch, sent_us, previous_on_path, paths_in_use, congested, held, len } => {
                 let to = if to_b { &mut b } else { &mut a };
                 let trailer = Trailer {
                     seq: Seq(seq),
@@ -141,6 +142,7 @@ fuzz_target!(|steps: Vec<Step>| {
                     paths_in_use: PathSet(paths_in_use),
                     kind: Kind::Data,
                     congested,
+                    held,
                 };
                 let buf = with_trailer(inner(len, seq), &trailer);
                 to.endpoint.handle_datagrams(now, PathId(path % 4), &mut vec![buf]);

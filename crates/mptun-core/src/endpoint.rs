@@ -4,7 +4,7 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use crate::buf::{BufPool, PacketBuf};
-use crate::equalize::DelayLine;
+use crate::equalize::{self, DelayLine, DscpSet};
 use crate::path::train::{TRAIN_PACKETS, TRAIN_PACKET_LEN};
 use crate::path::{PathEstimate, PathEvent, PathId, PathSet, PathState};
 use crate::paths::{PathTable, HOLD_FLOOR};
@@ -48,6 +48,9 @@ pub struct EndpointConfig {
     /// Capacity of the buffers it makes for probes, NACKs and resends: the
     /// largest plaintext (inner packet and trailer).
     pub buf_capacity: usize,
+    /// DSCP values of TCP segments the peer is not to hold to the farthest
+    /// path's delay (see [`crate::equalize`]).
+    pub low_latency: DscpSet,
 }
 
 impl EndpointConfig {
@@ -60,6 +63,7 @@ impl EndpointConfig {
             reorder: ReorderConfig::default(),
             epoch_quiet: Duration::from_millis(200),
             buf_capacity: 2048,
+            low_latency: DscpSet::LOW_LATENCY,
         }
     }
 }
@@ -122,6 +126,9 @@ pub struct EndpointStats {
     /// TCP segments held, once in order, until they had been under way as
     /// long as one on the farthest path (see [`crate::equalize`]).
     pub equalized: u64,
+    /// TCP segments sent not to be held so, their DSCP being one of the
+    /// low-latency ones.
+    pub low_latency_segments: u64,
 }
 
 /// The peer's run being followed.
@@ -185,6 +192,8 @@ pub struct Endpoint {
     delay_line: DelayLine,
     /// Longest a segment is held there.
     max_equalize: Duration,
+    /// DSCP values of TCP segments sent not to be held.
+    low_latency: DscpSet,
     /// The latest time an input was given: what is due by then is
     /// delivered.
     now: Instant,
@@ -212,6 +221,7 @@ impl Endpoint {
             reorder: ReorderBuffer::new(config.reorder),
             delay_line: DelayLine::new(config.reorder.capacity),
             max_equalize: config.reorder.hold,
+            low_latency: config.low_latency,
             now,
             peer: None,
             outgoing: (0..n).map(|_| VecDeque::new()).collect(),
@@ -266,11 +276,11 @@ impl Endpoint {
             }
             let len = buf.len();
             let usable = self.paths.usable();
-            let held_until_us = if ip::is_timed_tcp_segment(buf.packet()) {
-                spread_us
-            } else {
-                0.0
-            };
+            let held = equalize::is_held(buf.packet(), self.low_latency);
+            if !held && ip::is_timed_tcp_segment(buf.packet()) {
+                self.stats.low_latency_segments += 1;
+            }
+            let held_until_us = if held { spread_us } else { 0.0 };
             let Some(path) =
                 self.scheduler
                     .pick(self.paths.as_mut_slice(), now, len, held_until_us, usable)
@@ -286,7 +296,12 @@ impl Endpoint {
             // path that is eligible but idle would otherwise hold up every
             // loss release.
             delivering.insert(path);
-            let trailer = self.data_trailer(now, path, seq, len, delivering, sent_us, false);
+            let sent = Sent {
+                sent_us,
+                held,
+                repair: false,
+            };
+            let trailer = self.data_trailer(now, path, seq, len, delivering, sent);
             self.scheduler.note_sent(path);
             self.sent.record(seq, path, sent_us, buf.packet());
             self.queue_data(path, &trailer, buf);
@@ -577,7 +592,7 @@ impl Endpoint {
             dropped_at_queue: if trailer.congested { skipped } else { 0 },
         };
         // A segment due already still goes behind those held.
-        let due = ip::is_timed_tcp_segment(buf.packet()).then(|| {
+        let due = trailer.held.then(|| {
             self.paths
                 .equalized_due(now, trailer.sent_us, self.max_equalize)
                 .unwrap_or(now)
@@ -708,14 +723,19 @@ impl Endpoint {
         // gaps: nothing sent after it follows it there.
         let mut carrying = delivering;
         carrying.insert(path);
-        let trailer = self.data_trailer(now, path, seq, buf.len(), carrying, sent_us, true);
+        let held = equalize::is_held(buf.packet(), self.low_latency);
+        let sent = Sent {
+            sent_us,
+            held,
+            repair: true,
+        };
+        let trailer = self.data_trailer(now, path, seq, buf.len(), carrying, sent);
         self.path_stats[path.index()].resent += 1;
         self.queue_data(path, &trailer, buf);
     }
 
-    /// Account for a data packet numbered `seq` sent on `path`, first at
-    /// `sent_us`, and return its trailer.
-    #[allow(clippy::too_many_arguments)]
+    /// Account for a data packet numbered `seq` sent on `path` and return
+    /// its trailer.
     fn data_trailer(
         &mut self,
         now: Instant,
@@ -723,19 +743,19 @@ impl Endpoint {
         seq: Seq,
         len: usize,
         paths_in_use: PathSet,
-        sent_us: u32,
-        repair: bool,
+        sent: Sent,
     ) -> Trailer {
-        let charged = self.paths.charge(now, path, seq, len, repair);
+        let charged = self.paths.charge(now, path, seq, len, sent.repair);
         Trailer {
             seq,
             path_seq: charged.path_seq,
             epoch: self.epoch,
-            sent_us,
+            sent_us: sent.sent_us,
             previous_on_path: charged.previous,
             paths_in_use,
             kind: Kind::Data,
             congested: charged.congested,
+            held: sent.held,
         }
     }
 
@@ -773,6 +793,15 @@ impl Endpoint {
         self.reorder.set_hold_hint(self.paths.hold_hint(now));
         self.reorder.set_repair_hint(self.paths.repair_hint());
     }
+}
+
+/// How a data packet is sent: when first (µs on our clock), whether the
+/// peer is to hold it (see [`crate::equalize`]), whether this is a repair.
+#[derive(Clone, Copy)]
+struct Sent {
+    sent_us: u32,
+    held: bool,
+    repair: bool,
 }
 
 /// A data packet the reorder buffer holds, and when it is due once in

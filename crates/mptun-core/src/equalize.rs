@@ -15,11 +15,60 @@
 //! round trip from its handshake on (BBR starts from the handshake's).
 //! Bare ACKs and other protocols are not held: no round trip is timed from
 //! them, and they keep the nearest path's delay.
+//!
+//! Nor are segments marked with a low-latency DSCP ([`DscpSet`]): an
+//! interactive flow (ssh marks its sessions AF21, or EF since OpenSSH
+//! 10.1) wants the nearest path's round trip, not the farthest's, and
+//! needs no more than one path carries. The sender decides and says so in
+//! the trailer (flag H), so the receiver holds exactly what was spread to
+//! be held.
 
 use std::collections::VecDeque;
 use std::time::Instant;
 
 use crate::buf::PacketBuf;
+use crate::wire::ip;
+
+/// A set of DSCP values (0 to 63).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DscpSet(pub u64);
+
+impl DscpSet {
+    /// RFC 4594's classes that want low delay rather than throughput:
+    /// network control (CS6), telephony (EF), voice admit (VA), signaling
+    /// (CS5), multimedia conferencing (AF41-43), real-time interactive (CS4),
+    /// low-latency data (AF21-23) and OAM (CS2).
+    pub const LOW_LATENCY: DscpSet = DscpSet::of(&[48, 46, 44, 40, 34, 36, 38, 32, 18, 20, 22, 16]);
+
+    /// The set of `codes`; values over 63 are ignored.
+    pub const fn of(codes: &[u8]) -> DscpSet {
+        let mut bits = 0u64;
+        let mut i = 0;
+        while i < codes.len() {
+            if codes[i] < 64 {
+                bits |= 1 << codes[i];
+            }
+            i += 1;
+        }
+        DscpSet(bits)
+    }
+
+    /// Add `dscp`; a value over 63 is ignored.
+    pub fn insert(&mut self, dscp: u8) {
+        *self = DscpSet(self.0 | DscpSet::of(&[dscp]).0);
+    }
+
+    /// Return whether `dscp` is in the set.
+    pub fn contains(self, dscp: u8) -> bool {
+        dscp < 64 && self.0 & (1 << dscp) != 0
+    }
+}
+
+/// Return whether the receiver is to hold `packet`, a TCP segment timed by
+/// its sender whose DSCP is not in `low_latency`.
+pub(crate) fn is_held(packet: &[u8], low_latency: DscpSet) -> bool {
+    ip::is_timed_tcp_segment(packet) && !ip::dscp(packet).is_some_and(|d| low_latency.contains(d))
+}
 
 /// Packets released in order, held until they are due.
 #[derive(Debug)]
@@ -88,6 +137,29 @@ mod tests {
 
     fn numbers(out: &[PacketBuf]) -> Vec<u8> {
         out.iter().map(|b| b.packet()[0]).collect()
+    }
+
+    #[test]
+    fn timed_tcp_segments_are_held_unless_their_class_wants_low_latency() {
+        let mut segment = [0u8; 60];
+        segment[0] = 0x45;
+        segment[2..4].copy_from_slice(&60u16.to_be_bytes());
+        segment[9] = 6;
+        segment[32] = 0x50;
+        let low = DscpSet::LOW_LATENCY;
+        assert!(is_held(&segment, low));
+        for (tos, held) in [(0xb8, false), (0x48, false), (0x20, true), (0x28, true)] {
+            // EF, AF21: not held; CS1 (scp's bulk class), AF11: held.
+            segment[1] = tos;
+            assert_eq!(is_held(&segment, low), held, "tos {tos:#x}");
+        }
+        assert!(is_held(&segment, DscpSet::default()));
+        segment[9] = 17; // UDP
+        segment[1] = 0;
+        assert!(!is_held(&segment, DscpSet::default()));
+        assert!(DscpSet::of(&[63, 64]).contains(63));
+        assert!(!DscpSet::of(&[64]).contains(0));
+        assert!(!low.contains(200));
     }
 
     #[test]

@@ -42,6 +42,7 @@ pub mod wire;
 
 pub use buf::{BufPool, PacketBuf};
 pub use endpoint::{Endpoint, EndpointConfig, EndpointStats, PathStats, RefusedStats};
+pub use equalize::DscpSet;
 pub use path::{PathChange, PathEstimate, PathEvent, PathId, PathSet, PathState, MAX_PATHS};
 pub use reorder::{
     Arrival, DropReason, HoldHistogram, ReorderBuffer, ReorderConfig, ReorderStats, Verdict,

@@ -31,6 +31,7 @@ fn sample_trailer() -> Trailer {
         paths_in_use: PathSet(0b111),
         kind: Kind::Data,
         congested: false,
+        held: false,
     }
 }
 

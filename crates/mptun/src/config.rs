@@ -6,7 +6,7 @@ use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use mptun_core::{ReorderConfig, MAX_PATHS};
+use mptun_core::{DscpSet, ReorderConfig, MAX_PATHS};
 use mptun_wg::keys::{decode_key, KeyError, Secret};
 use serde::Deserialize;
 
@@ -58,6 +58,7 @@ struct RawInterface {
     fwmark: Option<u32>,
     metrics_listen: Option<String>,
     reorder_hold_ms: Option<u64>,
+    low_latency_dscp: Option<Vec<toml::Value>>,
     scheduler: Option<String>,
     user: Option<String>,
 }
@@ -148,6 +149,9 @@ pub struct Interface {
     pub fwmark: Option<u32>,
     /// Reorder buffer limits; `hold` is the most the adaptive hold may be.
     pub reorder: ReorderConfig,
+    /// DSCP values of TCP traffic the peer does not hold to the farthest
+    /// path's delay.
+    pub low_latency_dscp: DscpSet,
     /// How packets are spread over the paths.
     pub scheduler: Scheduler,
     /// Who the daemon runs as once the tunnel is up; root if `None`.
@@ -391,6 +395,20 @@ impl Config {
             }
             reorder.hold = Duration::from_millis(ms);
         }
+        let low_latency_dscp = match &i.low_latency_dscp {
+            None => DscpSet::LOW_LATENCY,
+            Some(values) => {
+                let mut set = DscpSet::default();
+                for (n, value) in values.iter().enumerate() {
+                    let dscp = parse_dscp(value)
+                        .ok_or_else(|| err(&format!("interface.low-latency-dscp[{n}]"), format!(
+                            "{value} is not a DSCP: expected 0 to 63 or a class name (ef, va, le, cs0 to cs7, af11 to af43)"
+                        )))?;
+                    set.insert(dscp);
+                }
+                set
+            }
+        };
 
         // [peer]
         let p = &raw.peer;
@@ -610,6 +628,7 @@ impl Config {
                 table,
                 fwmark,
                 reorder,
+                low_latency_dscp,
                 scheduler,
                 user,
                 metrics_listen,
@@ -624,6 +643,28 @@ impl Config {
             secrets_inline: i.private_key.is_some() || raw.peer.preshared_key.is_some(),
         };
         Ok((config, warnings))
+    }
+}
+
+/// A DSCP as a number (0 to 63) or a class name: `ef`, `va`, `le`, `cs0`
+/// to `cs7`, `af11` to `af43` (any case).
+fn parse_dscp(value: &toml::Value) -> Option<u8> {
+    let name = match value {
+        toml::Value::Integer(n) => return u8::try_from(*n).ok().filter(|&n| n < 64),
+        toml::Value::String(name) => name.to_ascii_lowercase(),
+        _ => return None,
+    };
+    let digit = |c: u8, range: std::ops::RangeInclusive<u8>| {
+        let d = c.wrapping_sub(b'0');
+        range.contains(&d).then_some(d)
+    };
+    match name.as_bytes() {
+        b"ef" => Some(46),
+        b"va" => Some(44),
+        b"le" => Some(1),
+        [b'c', b's', n] => digit(*n, 0..=7).map(|n| 8 * n),
+        [b'a', b'f', class, drop] => Some(8 * digit(*class, 1..=4)? + 2 * digit(*drop, 1..=3)?),
+        _ => None,
     }
 }
 

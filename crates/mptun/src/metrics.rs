@@ -409,6 +409,11 @@ pub fn render(s: &Status) -> String {
             r.tcp_held,
         ),
         (
+            "mptun_tcp_low_latency_sent_segments",
+            "TCP segments sent in a low-latency DSCP class, for the peer not to hold.",
+            r.tcp_low_latency_sent,
+        ),
+        (
             "mptun_peer_restarts",
             "Peer restarts followed.",
             r.epoch_changes,

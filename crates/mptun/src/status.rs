@@ -214,6 +214,10 @@ pub struct ReorderStatus {
     pub tcp_held: u64,
     #[serde(default)]
     pub tcp_holding: usize,
+    /// TCP segments we sent for the peer not to hold, their DSCP being
+    /// one of `interface.low-latency-dscp`.
+    #[serde(default)]
+    pub tcp_low_latency_sent: u64,
 }
 
 /// One path.
@@ -587,8 +591,8 @@ pub fn render(s: &Status) -> String {
     if let Some(wait) = r.tcp_hold_ms {
         let _ = writeln!(
             o,
-            "  tcp segments: held {wait:.1} ms to the farthest path's delay, holding {}; {} held in all",
-            r.tcp_holding, r.tcp_held
+            "  tcp segments: held {wait:.1} ms to the farthest path's delay, holding {}; {} held in all; {} sent in a low-latency class, not to be held",
+            r.tcp_holding, r.tcp_held, r.tcp_low_latency_sent
         );
     }
     let _ = writeln!(

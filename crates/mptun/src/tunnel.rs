@@ -172,6 +172,10 @@ fn fixed_changes(old: &Config, new: &Config) -> Vec<&'static str> {
         (i.table != j.table, "interface.table"),
         (i.fwmark != j.fwmark, "interface.fwmark"),
         (i.reorder != j.reorder, "interface.reorder-hold-ms"),
+        (
+            i.low_latency_dscp != j.low_latency_dscp,
+            "interface.low-latency-dscp",
+        ),
         (i.scheduler != j.scheduler, "interface.scheduler"),
         (i.user != j.user, "interface.user"),
         (

@@ -46,6 +46,7 @@ fn data_trailer(seq: u32, path_seq: u32, epoch: u32) -> Trailer {
         paths_in_use: PathSet(0b11),
         kind: Kind::Data,
         congested: false,
+        held: false,
     }
 }
 
@@ -973,6 +974,81 @@ fn tcp_segments_that_came_the_near_way_are_held_to_the_far_one_and_counted() {
     assert_eq!(pair.delivered.len(), 80);
     assert_eq!(pair.b.stats().equalized, near as u64);
     assert_eq!(pair.b.equalizing(), 0);
+}
+
+#[test]
+fn tcp_segments_in_a_low_latency_class_go_the_nearest_way_unheld() {
+    // An interactive flow (ssh marks its sessions AF21 or EF) keeps the
+    // near path's 5 ms; a bulk one is held to the far path's 30.
+    let mut pair = Pair::new(&[5, 30]);
+    pair.run(0, 2000);
+    pair.carry_data = true;
+    let marked = |tos: u8| {
+        let mut bytes = tcp_segment(200).packet().to_vec();
+        bytes[1] = tos;
+        PacketBuf::copy_of(&bytes)
+    };
+    for (k, tos) in [0xb8, 0x48, 0xb8, 0x48].into_iter().enumerate() {
+        let ms = 2000 + 10 * k as u64;
+        let (path, trailer) = pair.send_packet(pair.at(ms), marked(tos)).expect("sent");
+        assert_eq!(path, PathId(0), "tos {tos:#x}");
+        assert!(!trailer.held, "tos {tos:#x}");
+        pair.run(ms, ms + 7);
+        assert_eq!(
+            pair.delivered.len(),
+            k + 1,
+            "tos {tos:#x} not there by 6 ms"
+        );
+    }
+    assert_eq!(pair.a.stats().low_latency_segments, 4);
+    assert_eq!(pair.b.stats().equalized, 0);
+    // Unmarked, and CS1 (scp's): held.
+    for (k, tos) in [0x00, 0x20].into_iter().enumerate() {
+        let ms = 2100 + 50 * k as u64;
+        let (_, trailer) = pair.send_packet(pair.at(ms), marked(tos)).expect("sent");
+        assert!(trailer.held, "tos {tos:#x}");
+        pair.run(ms, ms + 7);
+        assert_eq!(pair.delivered.len(), 4 + k, "tos {tos:#x} not held");
+        pair.run(ms + 7, ms + 40);
+        assert_eq!(pair.delivered.len(), 5 + k, "tos {tos:#x} held too long");
+    }
+    assert_eq!(pair.b.stats().equalized, 2);
+    assert_eq!(pair.a.stats().low_latency_segments, 4);
+}
+
+#[test]
+fn idle_traffic_that_wants_low_latency_keeps_the_nearest_of_six_paths() {
+    // Pings and an interactive (EF) TCP flow, a packet every 50 ms over
+    // six paths 2 to 80 ms away, arrive in the nearest path's 2 ms: the
+    // tunnel adds under a millisecond (the pair's step). Unmarked TCP is
+    // held to the farthest path's 80.
+    let mut pair = Pair::new(&[40, 2, 12, 80, 25, 60]);
+    pair.run(0, 2000);
+    pair.carry_data = true;
+    let ef_segment = || {
+        let mut bytes = tcp_segment(120).packet().to_vec();
+        bytes[1] = 0xb8;
+        PacketBuf::copy_of(&bytes)
+    };
+    for k in 0..20u64 {
+        let ms = 2000 + 50 * k;
+        let packet = if k % 2 == 0 {
+            ip_packet(84)
+        } else {
+            ef_segment()
+        };
+        let (path, _) = pair.send_packet(pair.at(ms), packet).expect("sent");
+        assert_eq!(path, PathId(1), "packet {k}");
+        pair.run(ms, ms + 3);
+        assert_eq!(pair.delivered.len(), k as usize + 1, "packet {k} late");
+        pair.run(ms + 3, ms + 50);
+    }
+    pair.send_packet(pair.at(3000), tcp_segment(120))
+        .expect("sent");
+    pair.run(3000, 3070);
+    assert_eq!(pair.delivered.len(), 20, "an unmarked segment not held");
+    pair.run(3070, 3090);
+    assert_eq!(pair.delivered.len(), 21);
 }
 
 #[test]

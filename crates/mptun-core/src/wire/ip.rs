@@ -85,6 +85,15 @@ pub fn is_timed_tcp_segment(packet: &[u8]) -> bool {
     protocol == TCP && (carries_data || flags & TCP_SYN != 0)
 }
 
+/// Return the DSCP of an IPv4 or IPv6 packet: the high six bits of its
+/// type of service or traffic class.
+pub fn dscp(packet: &[u8]) -> Option<u8> {
+    match version(packet)? {
+        4 => Some(packet[1] >> 2),
+        _ => Some(((packet[0] & 0x0f) << 2) | (packet[1] >> 6)),
+    }
+}
+
 /// Return the source address of an IPv4 or IPv6 packet.
 pub fn source(packet: &[u8]) -> Option<IpAddr> {
     address(packet, v4::SOURCE, v6::SOURCE)
@@ -116,6 +125,22 @@ mod tests {
         v6[39] = 2;
         assert_eq!(packet_len(&v6), Some(48));
         assert_eq!(destination(&v6), Some("::2".parse().unwrap()));
+    }
+
+    #[test]
+    fn reads_the_dscp_of_both_versions() {
+        let mut v4 = [0u8; 20];
+        v4[0] = 0x45;
+        v4[1] = 0xb8; // EF (46), ECN 0
+        assert_eq!(dscp(&v4), Some(46));
+        v4[1] = 0x4b; // AF21 (18), ECN CE
+        assert_eq!(dscp(&v4), Some(18));
+        // Traffic class 0xb9 (EF, ECN 1) straddles the first two bytes.
+        let mut v6 = [0u8; 40];
+        v6[0] = 0x6b;
+        v6[1] = 0x90;
+        assert_eq!(dscp(&v6), Some(46));
+        assert_eq!(dscp(&[0x45, 0xb8]), None);
     }
 
     #[test]

@@ -22,7 +22,7 @@
 //! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //! |          global sequence number sent before on this path      |
 //! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
-//! |        paths in use           |  flags    |P|C|version| kind  |
+//! |        paths in use           | flags |H|P|C|version| kind  |
 //! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //! ```
 //!
@@ -50,6 +50,11 @@
 //! queue, and the tunnel has no room left, so the receiver leaves such a
 //! loss to the inner flow instead of asking for it again (see
 //! [`crate::reorder`]).
+//!
+//! Flag H (held) marks a TCP segment the sender spread as one the receiver
+//! holds, once in order, until it has been under way as long as a packet
+//! on the farthest path (see [`crate::equalize`]). The sender decides, so
+//! the two sites never disagree on which segments were spread that way.
 
 use super::{read_u16, read_u32, WireError};
 use crate::path::PathSet;
@@ -62,8 +67,10 @@ pub const TRAILER_LEN: usize = 24;
 /// Version 2 added flag C, version 3 the send time and the previous packet
 /// on the path, version 4 probe trains and their report in probes: an
 /// older peer would misread every packet or refuse every probe, so the two
-/// refuse each other outright instead.
-pub const VERSION: u8 = 4;
+/// refuse each other outright instead. Version 5 added flag H: an older
+/// receiver would hold every TCP segment, a newer one none of an older
+/// sender's.
+pub const VERSION: u8 = 5;
 
 /// Byte offsets of the fields, within the trailer.
 mod field {
@@ -82,6 +89,9 @@ mod field {
 const FLAG_CONGESTED: u8 = 0x01;
 /// Flag bit: the previous packet on the path is given.
 const FLAG_PREVIOUS: u8 = 0x02;
+/// Flag bit: the receiver holds the packet until it is as old as one on
+/// the farthest path.
+const FLAG_HELD: u8 = 0x04;
 
 /// What a packet carries, in the low nibble of the last byte.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -121,6 +131,9 @@ pub struct Trailer {
     /// The path, and every other the sender could use, had a standing
     /// queue when this was sent (flag C).
     pub congested: bool,
+    /// A TCP segment the receiver holds, once in order, until it is as old
+    /// as a packet on the farthest path (flag H).
+    pub held: bool,
 }
 
 impl Trailer {
@@ -135,6 +148,7 @@ impl Trailer {
             paths_in_use,
             kind,
             congested: false,
+            held: false,
         }
     }
 
@@ -151,12 +165,10 @@ impl Trailer {
         let previous = self.previous_on_path.unwrap_or(Seq(0));
         out[field::PREVIOUS].copy_from_slice(&previous.0.to_be_bytes());
         out[field::PATHS_IN_USE].copy_from_slice(&self.paths_in_use.0.to_be_bytes());
-        out[field::FLAGS] = if self.congested { FLAG_CONGESTED } else { 0 }
-            | if self.previous_on_path.is_some() {
-                FLAG_PREVIOUS
-            } else {
-                0
-            };
+        let flag = |set: bool, bit: u8| if set { bit } else { 0 };
+        out[field::FLAGS] = flag(self.congested, FLAG_CONGESTED)
+            | flag(self.previous_on_path.is_some(), FLAG_PREVIOUS)
+            | flag(self.held, FLAG_HELD);
         out[field::VERSION_KIND] = (VERSION << 4) | self.kind as u8;
     }
 
@@ -186,7 +198,7 @@ impl Trailer {
             _ => return Err(WireError::UnknownKind),
         };
         let flags = t[field::FLAGS];
-        if flags & !(FLAG_CONGESTED | FLAG_PREVIOUS) != 0 {
+        if flags & !(FLAG_CONGESTED | FLAG_PREVIOUS | FLAG_HELD) != 0 {
             return Err(WireError::UnknownFlags);
         }
         let trailer = Trailer {
@@ -199,6 +211,7 @@ impl Trailer {
             paths_in_use: PathSet(read_u16(t, field::PATHS_IN_USE)),
             kind,
             congested: flags & FLAG_CONGESTED != 0,
+            held: flags & FLAG_HELD != 0,
         };
         Ok((trailer, body_len))
     }
@@ -216,7 +229,7 @@ mod tests {
         0x01, 0x02, 0x03, 0x01, // previous on the path
         0x80, 0x05, // paths in use: 0, 2, 15
         0x02, // flags: P
-        0x41, // version 4, kind data
+        0x51, // version 5, kind data
     ];
 
     fn golden_trailer() -> Trailer {
@@ -229,6 +242,7 @@ mod tests {
             paths_in_use: PathSet(0x8005),
             kind: Kind::Data,
             congested: false,
+            held: false,
         }
     }
 
@@ -261,6 +275,18 @@ mod tests {
     }
 
     #[test]
+    fn carries_the_held_flag() {
+        let mut buf = [0; TRAILER_LEN];
+        let held = Trailer {
+            held: true,
+            ..golden_trailer()
+        };
+        held.encode(&mut buf);
+        assert_eq!(buf[22], 0x06);
+        assert_eq!(Trailer::decode_suffix(&buf), Ok((held, 0)));
+    }
+
+    #[test]
     fn a_first_packet_on_its_path_has_no_previous() {
         let mut buf = [0; TRAILER_LEN];
         let first = Trailer {
@@ -280,12 +306,12 @@ mod tests {
             Err(WireError::BadLength)
         );
         let mut bad = GOLDEN;
-        bad[23] = 0x21;
+        bad[23] = 0x41;
         assert_eq!(Trailer::decode_suffix(&bad), Err(WireError::UnknownVersion));
-        bad[23] = 0x4f;
+        bad[23] = 0x5f;
         assert_eq!(Trailer::decode_suffix(&bad), Err(WireError::UnknownKind));
         bad = GOLDEN;
-        bad[22] = 4;
+        bad[22] = 8;
         assert_eq!(Trailer::decode_suffix(&bad), Err(WireError::UnknownFlags));
     }
 

@@ -115,6 +115,13 @@ fn each_bad_value_names_its_key() {
             "interface.reorder-hold-ms",
         ),
         (
+            valid().replace(
+                "[interface]",
+                "[interface]\nlow-latency-dscp = [46, \"af52\"]",
+            ),
+            "interface.low-latency-dscp[1]",
+        ),
+        (
             valid().replace("listen-port = 51822", "listen-port = 51822\nweight = 0"),
             "path[2].weight",
         ),
@@ -336,4 +343,34 @@ fn a_name_that_does_not_resolve_yet_waits_in_the_background() {
     // A malformed one is still an error.
     let bad = valid().replace("198.51.100.2:51821", "gw.example.net:port");
     assert!(error_of(&bad).contains("path[1].endpoint"));
+}
+
+#[test]
+fn low_latency_dscp_takes_numbers_and_class_names() {
+    let c = parse(&valid()).unwrap();
+    assert_eq!(c.interface.low_latency_dscp, DscpSet::LOW_LATENCY);
+    let text = valid().replace(
+        "[interface]",
+        "[interface]\nlow-latency-dscp = [\"EF\", \"af21\", \"cs6\", \"af43\", 0, 63]",
+    );
+    let set = parse(&text).unwrap().interface.low_latency_dscp;
+    assert_eq!(set, DscpSet::of(&[46, 18, 48, 38, 0, 63]));
+    let none = valid().replace("[interface]", "[interface]\nlow-latency-dscp = []");
+    assert_eq!(
+        parse(&none).unwrap().interface.low_latency_dscp,
+        DscpSet::default()
+    );
+    for bad in [
+        "64", "-1", "\"cs8\"", "\"af14\"", "\"af01\"", "\"x\"", "true",
+    ] {
+        let text = valid().replace(
+            "[interface]",
+            &format!("[interface]\nlow-latency-dscp = [{bad}]"),
+        );
+        let e = error_of(&text);
+        assert!(
+            e.starts_with("site-a.toml: interface.low-latency-dscp[0]: "),
+            "{e}"
+        );
+    }
 }

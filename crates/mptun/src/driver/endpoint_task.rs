@@ -324,6 +324,7 @@ impl<T: TunDevice> EndpointTask<T> {
             tcp_hold_ms: endpoint.equalize_wait().map(ms),
             tcp_held: counters.equalized,
             tcp_holding: endpoint.equalizing(),
+            tcp_low_latency_sent: counters.low_latency_segments,
         }
     }
 

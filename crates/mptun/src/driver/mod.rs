@@ -75,6 +75,7 @@ fn endpoint_config(config: &Config, epoch: u32, mtu: u16) -> EndpointConfig {
         policy: scheduling_policy(config),
         reorder: config.interface.reorder,
         buf_capacity: buf_capacity(mtu),
+        low_latency: config.interface.low_latency_dscp,
         ..EndpointConfig::new(epoch, config.paths.len())
     }
 }
