@@ -1020,6 +1020,23 @@ fn lab_equal_scenario_beats_the_best_single_path() {
 /// Probe trains: before any data, site A takes an emulated 8 Mbit/s path
 /// for about that (not for the 100 Mbit/s assumed of an unmeasured path),
 /// and a 100 Mbit/s one beside it for no less than most of its rate.
+/// The lab on `paths` (scenario lines), with a 2 s flow of mptun alone;
+/// its report, printed.
+fn short_lab(name: &str, paths: &str) -> mptun_lab::run::LabReport {
+    let text = format!("duration = 2\n{paths}");
+    let scenario = mptun_lab::scenario::Scenario::parse(&text, name).expect("scenario");
+    let options = mptun_lab::run::LabOptions {
+        scenario,
+        scenario_name: name.into(),
+        compare: false,
+        json: true,
+        mptun_exe: mptun_lab::mptun_exe().expect("the mptun program"),
+    };
+    let report = mptun_lab::run::run(&options).expect("lab run");
+    eprintln!("{}", mptun_lab::run::render(&report));
+    report
+}
+
 #[test]
 fn probe_trains_tell_a_slow_path_before_the_flow() {
     if !is_root() {
@@ -1027,22 +1044,11 @@ fn probe_trains_tell_a_slow_path_before_the_flow() {
         return;
     }
     let _machine = one_at_a_time();
-    let scenario = mptun_lab::scenario::Scenario::parse(
-        "duration = 2\n\
-         [[path]]\nrate-mbit = 100\ndelay-ms = 5\n\
-         [[path]]\nrate-mbit = 8\ndelay-ms = 30\n",
+    let report = short_lab(
         "slow beside fast",
-    )
-    .expect("scenario");
-    let options = mptun_lab::run::LabOptions {
-        scenario,
-        scenario_name: "slow beside fast".into(),
-        compare: false,
-        json: true,
-        mptun_exe: mptun_lab::mptun_exe().expect("the mptun program"),
-    };
-    let report = mptun_lab::run::run(&options).expect("lab run");
-    eprintln!("{}", mptun_lab::run::render(&report));
+        "[[path]]\nrate-mbit = 100\ndelay-ms = 5\n\
+         [[path]]\nrate-mbit = 8\ndelay-ms = 30\n",
+    );
     let trains = &report.mptun.path_train_mbps;
     let slow = trains[1].expect("the slow path's trains measured");
     // Inner bytes, so a little below the emulated rate.
@@ -1053,4 +1059,31 @@ fn probe_trains_tell_a_slow_path_before_the_flow() {
     if let Some(fast) = trains[0] {
         assert!(fast >= 60.0, "100 Mbit/s path: trains {fast:.1}");
     }
+}
+
+#[test]
+fn an_interactive_tcp_flow_keeps_the_nearest_path_s_round_trip() {
+    if !is_root() {
+        eprintln!("skipped: needs root for network namespaces");
+        return;
+    }
+    let _machine = one_at_a_time();
+    let report = short_lab(
+        "near and far",
+        "[[path]]\nrate-mbit = 100\ndelay-ms = 5\n\
+         [[path]]\nrate-mbit = 100\ndelay-ms = 40\n",
+    );
+    let m = &report.mptun;
+    // Round trips of 10 and 80 ms: an EF-marked request and its answer
+    // take the near path; unmarked ones are held to the far one.
+    assert!(
+        m.tcp_request_rtt_ef_ms < 20.0,
+        "EF-marked TCP: {:.1} ms",
+        m.tcp_request_rtt_ef_ms
+    );
+    assert!(
+        m.tcp_request_rtt_unmarked_ms > 70.0,
+        "unmarked TCP: {:.1} ms",
+        m.tcp_request_rtt_unmarked_ms
+    );
 }

@@ -6,6 +6,7 @@
 
 pub mod machine;
 pub mod plot;
+pub mod rtt;
 pub mod run;
 pub mod scenario;
 pub mod sites;
@@ -14,6 +15,7 @@ pub mod sweep;
 pub mod udp;
 pub mod wireguard;
 
+pub use rtt::{tcp_request_rtt_ms, TOS_EF};
 pub use sites::{ping, Iperf, PingResult, Site, Sites, TcpResult};
 pub use udp::{udp_stream, UdpResult};
 

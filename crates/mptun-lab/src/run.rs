@@ -15,6 +15,7 @@ use mptun_netem::topology::Mode;
 use mptun_netem::{DirSpec, Topology, TopologyOptions};
 use serde::Serialize;
 
+use crate::rtt::{tcp_request_rtt_ms, TOS_EF};
 use crate::scenario::Scenario;
 use crate::sites::{ping, Iperf, Site, SiteLayout, Sites, TcpResult, TUNNEL_B};
 use crate::wireguard;
@@ -160,6 +161,11 @@ pub struct MptunDetail {
     pub tunnel_rtt_ms: f64,
     /// Idle ping RTT over the best path alone.
     pub best_path_rtt_ms: f64,
+    /// Median round trip of small TCP requests and responses at idle,
+    /// marked EF (a low-latency class: not held), through the tunnel.
+    pub tcp_request_rtt_ef_ms: f64,
+    /// The same unmarked: held to the farthest path's delay.
+    pub tcp_request_rtt_unmarked_ms: f64,
 }
 
 /// The whole report.
@@ -319,6 +325,13 @@ pub fn run(options: &LabOptions) -> anyhow::Result<LabReport> {
     let sites = Sites::start(exe, &topo, &layout)?;
     let idle_tunnel = ping(&ns_a, TUNNEL_B, 20)?;
     let idle_best = ping(&ns_a, &topo.addr_b(best + 1).to_string(), 20)?;
+    let tunnel_b: std::net::Ipv4Addr = TUNNEL_B.parse()?;
+    let idle = IdleRtts {
+        tunnel_ping_ms: idle_tunnel.avg_ms,
+        best_path_ping_ms: idle_best.avg_ms,
+        tcp_ef_ms: tcp_request_rtt_ms(&ns_a, &ns_b, tunnel_b, TOS_EF, 20)?,
+        tcp_unmarked_ms: tcp_request_rtt_ms(&ns_a, &ns_b, tunnel_b, 0, 20)?,
+    };
     let a_before = sites.status(Site::A)?;
     let b_before = sites.status(Site::B)?;
     say("mptun: one TCP flow...");
@@ -354,8 +367,7 @@ pub fn run(options: &LabOptions) -> anyhow::Result<LabReport> {
     let mptun = mptun_detail(
         &snapshots,
         sampled.path_series_mbps,
-        idle_tunnel.avg_ms,
-        idle_best.avg_ms,
+        &idle,
         scenario.delay_spread_ms(),
     );
     systems.push(system("mptun", measured, mptun_cpu));
@@ -678,6 +690,14 @@ struct Snapshots {
     b_steady: Option<WaitBuckets>,
 }
 
+/// Round trips through the idle tunnel (and the best path alone), ms.
+struct IdleRtts {
+    tunnel_ping_ms: f64,
+    best_path_ping_ms: f64,
+    tcp_ef_ms: f64,
+    tcp_unmarked_ms: f64,
+}
+
 fn mptun_detail(
     Snapshots {
         a0,
@@ -687,8 +707,7 @@ fn mptun_detail(
         b_steady,
     }: &Snapshots,
     path_series_mbps: Vec<Vec<f64>>,
-    tunnel_rtt_ms: f64,
-    best_path_rtt_ms: f64,
+    idle: &IdleRtts,
     delay_spread_ms: f64,
 ) -> MptunDetail {
     let sent: Vec<u64> = a1
@@ -734,9 +753,11 @@ fn mptun_detail(
             steady.quantile(0.99).map(|d| d.as_secs_f64() * 1000.0)
         }),
         delay_spread_ms,
-        added_latency_ms: tunnel_rtt_ms - best_path_rtt_ms,
-        tunnel_rtt_ms,
-        best_path_rtt_ms,
+        added_latency_ms: idle.tunnel_ping_ms - idle.best_path_ping_ms,
+        tunnel_rtt_ms: idle.tunnel_ping_ms,
+        best_path_rtt_ms: idle.best_path_ping_ms,
+        tcp_request_rtt_ef_ms: idle.tcp_ef_ms,
+        tcp_request_rtt_unmarked_ms: idle.tcp_unmarked_ms,
     }
 }
 
@@ -1313,6 +1334,11 @@ pub fn render(r: &LabReport) -> String {
         o,
         "mptun added latency at idle: {:+.2} ms (ping {:.2} ms through the tunnel, {:.2} ms over the best path)",
         m.added_latency_ms, m.tunnel_rtt_ms, m.best_path_rtt_ms
+    );
+    let _ = writeln!(
+        o,
+        "mptun TCP request round trip at idle: {:.2} ms marked EF (a low-latency class, not held), {:.2} ms unmarked (held to the farthest path)",
+        m.tcp_request_rtt_ef_ms, m.tcp_request_rtt_unmarked_ms
     );
     if let Some(f) = &r.failover {
         let _ = writeln!(
