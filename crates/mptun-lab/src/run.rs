@@ -155,11 +155,12 @@ pub struct MptunDetail {
     pub hold_p99_steady_ms: Option<f64>,
     /// The configured paths' one-way delay spread, for comparison.
     pub delay_spread_ms: f64,
-    /// Ping RTT through the tunnel at idle, minus over the best path alone.
+    /// Median ping RTT through the tunnel at idle, minus over the best path
+    /// alone.
     pub added_latency_ms: f64,
-    /// Idle ping RTT through the tunnel.
+    /// Median idle ping RTT through the tunnel.
     pub tunnel_rtt_ms: f64,
-    /// Idle ping RTT over the best path alone.
+    /// Median idle ping RTT over the best path alone.
     pub best_path_rtt_ms: f64,
     /// Median round trip of small TCP requests and responses at idle,
     /// marked EF (a low-latency class: not held), through the tunnel.
@@ -323,12 +324,15 @@ pub fn run(options: &LabOptions) -> anyhow::Result<LabReport> {
         layout.extra_interface = format!("scheduler = {scheduler:?}");
     }
     let sites = Sites::start(exe, &topo, &layout)?;
+    // Idle figures once the paths' delays are measured (the first probes
+    // and trains): before, a ping may take any path.
+    std::thread::sleep(Duration::from_secs(1));
     let idle_tunnel = ping(&ns_a, TUNNEL_B, 20)?;
     let idle_best = ping(&ns_a, &topo.addr_b(best + 1).to_string(), 20)?;
     let tunnel_b: std::net::Ipv4Addr = TUNNEL_B.parse()?;
     let idle = IdleRtts {
-        tunnel_ping_ms: idle_tunnel.avg_ms,
-        best_path_ping_ms: idle_best.avg_ms,
+        tunnel_ping_ms: idle_tunnel.median_ms,
+        best_path_ping_ms: idle_best.median_ms,
         tcp_ef_ms: tcp_request_rtt_ms(&ns_a, &ns_b, tunnel_b, TOS_EF, 20)?,
         tcp_unmarked_ms: tcp_request_rtt_ms(&ns_a, &ns_b, tunnel_b, 0, 20)?,
     };
@@ -1332,7 +1336,7 @@ pub fn render(r: &LabReport) -> String {
     );
     let _ = writeln!(
         o,
-        "mptun added latency at idle: {:+.2} ms (ping {:.2} ms through the tunnel, {:.2} ms over the best path)",
+        "mptun added latency at idle: {:+.2} ms (median ping {:.2} ms through the tunnel, {:.2} ms over the best path)",
         m.added_latency_ms, m.tunnel_rtt_ms, m.best_path_rtt_ms
     );
     let _ = writeln!(

@@ -529,14 +529,15 @@ pub struct PingResult {
     pub min_ms: f64,
     /// Mean round trip.
     pub avg_ms: f64,
+    /// Median round trip: what a ping usually takes, whatever a busy host
+    /// did to one or two.
+    pub median_ms: f64,
 }
 
 /// Ping `addr` from namespace `ns`.
 pub fn ping(ns: &str, addr: &str, count: u32) -> anyhow::Result<PingResult> {
     let out = Command::new("ip")
-        .args([
-            "netns", "exec", ns, "ping", "-n", "-q", "-i", "0.05", "-W", "1",
-        ])
+        .args(["netns", "exec", ns, "ping", "-n", "-i", "0.05", "-W", "1"])
         .args(["-c", &count.to_string(), addr])
         .output()
         .context("run ping (is iputils-ping installed?)")?;
@@ -545,7 +546,14 @@ pub fn ping(ns: &str, addr: &str, count: u32) -> anyhow::Result<PingResult> {
         sent: count,
         ..PingResult::default()
     };
+    let mut rtts = Vec::new();
     for line in text.lines() {
+        if let Some(ms) = line
+            .split_once(" time=")
+            .and_then(|(_, t)| t.trim_end_matches(" ms").parse::<f64>().ok())
+        {
+            rtts.push(ms);
+        }
         if let Some((sent, rest)) = line.split_once(" packets transmitted, ") {
             result.sent = sent.trim().parse().unwrap_or(count);
             result.received = rest
@@ -565,6 +573,8 @@ pub fn ping(ns: &str, addr: &str, count: u32) -> anyhow::Result<PingResult> {
             }
         }
     }
+    rtts.sort_by(f64::total_cmp);
+    result.median_ms = rtts.get(rtts.len() / 2).copied().unwrap_or(result.avg_ms);
     Ok(result)
 }
 
