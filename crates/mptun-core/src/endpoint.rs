@@ -4,7 +4,7 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use crate::buf::{BufPool, PacketBuf};
-use crate::equalize::{self, DelayLine, DscpSet};
+use crate::equalize::{DelayLine, DscpSet, Release};
 use crate::path::train::{TRAIN_PACKETS, TRAIN_PACKET_LEN};
 use crate::path::{PathEstimate, PathEvent, PathId, PathSet, PathState};
 use crate::paths::{PathTable, HOLD_FLOOR};
@@ -276,10 +276,11 @@ impl Endpoint {
             }
             let len = buf.len();
             let usable = self.paths.usable();
-            let held = equalize::is_held(buf.packet(), self.low_latency);
-            if !held && ip::is_timed_tcp_segment(buf.packet()) {
+            let release = Release::of(buf.packet(), self.low_latency);
+            if release == Release::LowLatency {
                 self.stats.low_latency_segments += 1;
             }
+            let held = release == Release::Held;
             let held_until_us = if held { spread_us } else { 0.0 };
             let Some(path) =
                 self.scheduler
@@ -723,7 +724,7 @@ impl Endpoint {
         // gaps: nothing sent after it follows it there.
         let mut carrying = delivering;
         carrying.insert(path);
-        let held = equalize::is_held(buf.packet(), self.low_latency);
+        let held = Release::of(buf.packet(), self.low_latency) == Release::Held;
         let sent = Sent {
             sent_us,
             held,

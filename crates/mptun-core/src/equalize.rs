@@ -64,10 +64,29 @@ impl DscpSet {
     }
 }
 
-/// Return whether the receiver is to hold `packet`, a TCP segment timed by
-/// its sender whose DSCP is not in `low_latency`.
-pub(crate) fn is_held(packet: &[u8], low_latency: DscpSet) -> bool {
-    ip::is_timed_tcp_segment(packet) && !ip::dscp(packet).is_some_and(|d| low_latency.contains(d))
+/// What the receiver does with a packet once it is in order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Release {
+    /// A TCP segment its sender times: held until due.
+    Held,
+    /// The same in a low-latency class: released at once.
+    LowLatency,
+    /// Anything else: released at once.
+    AtOnce,
+}
+
+impl Release {
+    /// How `packet` is released, given the DSCP values of the low-latency
+    /// classes.
+    pub fn of(packet: &[u8], low_latency: DscpSet) -> Release {
+        if !ip::is_timed_tcp_segment(packet) {
+            Release::AtOnce
+        } else if ip::dscp(packet).is_some_and(|d| low_latency.contains(d)) {
+            Release::LowLatency
+        } else {
+            Release::Held
+        }
+    }
 }
 
 /// Packets released in order, held until they are due.
@@ -147,16 +166,21 @@ mod tests {
         segment[9] = 6;
         segment[32] = 0x50;
         let low = DscpSet::LOW_LATENCY;
-        assert!(is_held(&segment, low));
-        for (tos, held) in [(0xb8, false), (0x48, false), (0x20, true), (0x28, true)] {
-            // EF, AF21: not held; CS1 (scp's bulk class), AF11: held.
+        assert_eq!(Release::of(&segment, low), Release::Held);
+        // EF, AF21: not held; CS1 (scp's bulk class), AF11: held.
+        for (tos, release) in [
+            (0xb8, Release::LowLatency),
+            (0x48, Release::LowLatency),
+            (0x20, Release::Held),
+            (0x28, Release::Held),
+        ] {
             segment[1] = tos;
-            assert_eq!(is_held(&segment, low), held, "tos {tos:#x}");
+            assert_eq!(Release::of(&segment, low), release, "tos {tos:#x}");
         }
-        assert!(is_held(&segment, DscpSet::default()));
+        assert_eq!(Release::of(&segment, DscpSet::default()), Release::Held);
         segment[9] = 17; // UDP
         segment[1] = 0;
-        assert!(!is_held(&segment, DscpSet::default()));
+        assert_eq!(Release::of(&segment, low), Release::AtOnce);
         assert!(DscpSet::of(&[63, 64]).contains(63));
         assert!(!DscpSet::of(&[64]).contains(0));
         assert!(!low.contains(200));
