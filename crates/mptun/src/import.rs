@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 
 use anyhow::{bail, Context};
+use mptun_core::TRAILER_LEN;
 
 /// One wg-quick file, as far as mptun can use it.
 #[derive(Debug, Default)]
@@ -173,9 +174,9 @@ pub fn import(files: &[(String, String)]) -> anyhow::Result<String> {
     if let Some(mtu) = mtus.iter().min() {
         let _ = writeln!(
             o,
-            "# The paths' MTU less mptun's 24-byte trailer: leave mtu out and mptun derives it."
+            "# The paths' MTU less mptun's {TRAILER_LEN}-byte trailer: leave mtu out and mptun derives it."
         );
-        let _ = writeln!(o, "mtu = {}", mtu.saturating_sub(16));
+        let _ = writeln!(o, "mtu = {}", mtu.saturating_sub(TRAILER_LEN as u32));
     }
     // The first tunnel routes in an ECMP setup; the others say Table = off.
     match first
@@ -302,6 +303,25 @@ mod tests {
         assert!(text.contains("wg0.conf: PostUp = iptables"), "{text}");
         assert!(text.contains("wg1.conf: DNS = 10.0.0.53"), "{text}");
         assert!(text.contains("wg1.conf: Table = off"), "{text}");
+    }
+
+    #[test]
+    fn the_smallest_tunnel_mtu_less_the_trailer_becomes_the_tun_mtu() {
+        // A tunnel MTU set tight to its link (1440 over IPv4 on 1500)
+        // leaves no room for more: mptun's packets carry the trailer too.
+        let with_mtu = |port, mtu| {
+            wg(port, "", KEY_A, PEER).replace("[Peer]", &format!("MTU = {mtu}\n\n[Peer]"))
+        };
+        let files = [
+            ("wg0.conf".to_string(), with_mtu(5000, 1440)),
+            ("wg1.conf".to_string(), with_mtu(5001, 1420)),
+        ];
+        let text = import(&files).unwrap();
+        let (config, _) = Config::parse_with(&text, "imported", std::path::Path::new("."), &|_| {
+            Err("no DNS here".into())
+        })
+        .unwrap_or_else(|e| panic!("{e}\n{text}"));
+        assert_eq!(config.interface.mtu, Some(1420 - 24), "{text}");
     }
 
     #[test]
