@@ -5,8 +5,8 @@
 //! authenticated peer chose, so each checks lengths once, up front, and
 //! returns a small `Copy` error; none panics on any input.
 //!
-//! - [`trailer`]: the 16 bytes after every plaintext (sequence numbers,
-//!   epoch, kind).
+//! - [`trailer`]: the 24 bytes after every plaintext (sequence numbers,
+//!   epoch, send time, flags, kind).
 //! - [`shim`]: the IPv4 header that makes a probe or NACK look like an IP
 //!   packet to boringtun.
 //! - [`probe`]: path measurement, both ways.
