@@ -1017,9 +1017,6 @@ fn lab_equal_scenario_beats_the_best_single_path() {
     assert_eq!(flaps, 0, "paths flapped (lab run {attempt})");
 }
 
-/// Probe trains: before any data, site A takes an emulated 8 Mbit/s path
-/// for about that (not for the 100 Mbit/s assumed of an unmeasured path),
-/// and a 100 Mbit/s one beside it for no less than most of its rate.
 /// The lab on `paths` (scenario lines), with a 2 s flow of mptun alone;
 /// its report, printed.
 fn short_lab(name: &str, paths: &str) -> mptun_lab::run::LabReport {
@@ -1037,6 +1034,9 @@ fn short_lab(name: &str, paths: &str) -> mptun_lab::run::LabReport {
     report
 }
 
+/// Probe trains: before any data, site A takes an emulated 8 Mbit/s path
+/// for about that (not for the 100 Mbit/s assumed of an unmeasured path),
+/// and a 100 Mbit/s one beside it for no less than most of its rate.
 #[test]
 fn probe_trains_tell_a_slow_path_before_the_flow() {
     if !is_root() {

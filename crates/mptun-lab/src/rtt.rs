@@ -3,7 +3,6 @@
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
@@ -74,19 +73,7 @@ fn prepare(stream: &TcpStream, tos: u8) -> anyhow::Result<()> {
     stream.set_nodelay(true)?;
     stream.set_read_timeout(Some(TIMEOUT))?;
     stream.set_write_timeout(Some(TIMEOUT))?;
-    let value = libc::c_int::from(tos);
-    // SAFETY: a valid socket, and an int of the size given.
-    let rc = unsafe {
-        libc::setsockopt(
-            stream.as_raw_fd(),
-            libc::IPPROTO_IP,
-            libc::IP_TOS,
-            (&value as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error()).context("set IP_TOS");
-    }
-    Ok(())
+    socket2::SockRef::from(stream)
+        .set_tos_v4(tos.into())
+        .context("set IP_TOS")
 }

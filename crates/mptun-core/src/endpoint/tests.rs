@@ -29,6 +29,13 @@ fn tcp_segment(len: usize) -> PacketBuf {
     PacketBuf::copy_of(&bytes)
 }
 
+/// The same with the type of service byte `tos` (DSCP and ECN).
+fn tcp_segment_marked(len: usize, tos: u8) -> PacketBuf {
+    let mut bytes = tcp_segment(len).packet().to_vec();
+    bytes[1] = tos;
+    PacketBuf::copy_of(&bytes)
+}
+
 /// A plaintext as a path's session would open it: `body` and a trailer.
 fn plaintext(body: &PacketBuf, trailer: &Trailer) -> PacketBuf {
     let mut buf = body.clone();
@@ -983,14 +990,11 @@ fn tcp_segments_in_a_low_latency_class_go_the_nearest_way_unheld() {
     let mut pair = Pair::new(&[5, 30]);
     pair.run(0, 2000);
     pair.carry_data = true;
-    let marked = |tos: u8| {
-        let mut bytes = tcp_segment(200).packet().to_vec();
-        bytes[1] = tos;
-        PacketBuf::copy_of(&bytes)
-    };
     for (k, tos) in [0xb8, 0x48, 0xb8, 0x48].into_iter().enumerate() {
         let ms = 2000 + 10 * k as u64;
-        let (path, trailer) = pair.send_packet(pair.at(ms), marked(tos)).expect("sent");
+        let (path, trailer) = pair
+            .send_packet(pair.at(ms), tcp_segment_marked(200, tos))
+            .expect("sent");
         assert_eq!(path, PathId(0), "tos {tos:#x}");
         assert!(!trailer.held, "tos {tos:#x}");
         pair.run(ms, ms + 7);
@@ -1005,7 +1009,9 @@ fn tcp_segments_in_a_low_latency_class_go_the_nearest_way_unheld() {
     // Unmarked, and CS1 (scp's): held.
     for (k, tos) in [0x00, 0x20].into_iter().enumerate() {
         let ms = 2100 + 50 * k as u64;
-        let (_, trailer) = pair.send_packet(pair.at(ms), marked(tos)).expect("sent");
+        let (_, trailer) = pair
+            .send_packet(pair.at(ms), tcp_segment_marked(200, tos))
+            .expect("sent");
         assert!(trailer.held, "tos {tos:#x}");
         pair.run(ms, ms + 7);
         assert_eq!(pair.delivered.len(), 4 + k, "tos {tos:#x} not held");
@@ -1025,17 +1031,12 @@ fn idle_traffic_that_wants_low_latency_keeps_the_nearest_of_six_paths() {
     let mut pair = Pair::new(&[40, 2, 12, 80, 25, 60]);
     pair.run(0, 2000);
     pair.carry_data = true;
-    let ef_segment = || {
-        let mut bytes = tcp_segment(120).packet().to_vec();
-        bytes[1] = 0xb8;
-        PacketBuf::copy_of(&bytes)
-    };
     for k in 0..20u64 {
         let ms = 2000 + 50 * k;
         let packet = if k % 2 == 0 {
             ip_packet(84)
         } else {
-            ef_segment()
+            tcp_segment_marked(120, 0xb8)
         };
         let (path, _) = pair.send_packet(pair.at(ms), packet).expect("sent");
         assert_eq!(path, PathId(1), "packet {k}");
