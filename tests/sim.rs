@@ -479,8 +479,8 @@ impl Sim {
             Source::Window => Duration::MAX,
         };
         let mut window = matches!(self.source, Source::Window).then(|| WindowSender::new(t0));
-        // B's side of the window flow: highest delivered, whether past a
-        // gap since the last ack, delivered since the last ack.
+        // B's side of the window flow: highest delivered, the first packet
+        // delivered past since the last ack, delivered since the last ack.
         let (mut b_highest, mut b_lost, mut b_unacked) = (0u64, None, 0u32);
         let end = t0 + Duration::from_secs_f64(self.seconds);
         let last_send = end - Duration::from_secs_f64(self.tail);
