@@ -1140,6 +1140,27 @@ fn jittery_paths_are_not_taken_for_slow_ones_in_slow_start() {
 }
 
 #[test]
+fn a_big_jittery_path_is_not_measured_by_the_little_a_flow_in_slow_start_sends() {
+    // Sweep seed 1, #1. Early in slow start the far 352 Mbit/s path
+    // carries a few packets a probe interval, and its 2 ms of jitter reads
+    // as a queue before the jitter itself is measured: its capacity was
+    // set to what was sent (1 Mbit/s), the flow's packets went to the near
+    // path's queue, and slow start ended at a third of the best path.
+    // The trains read it at over 100 Mbit/s.
+    let paths = [spec(131.0, 36.0, 0.0, 0.0), spec(352.0, 70.5, 2.0, 0.0)];
+    for seed in 120..126 {
+        let report = run("big jittery far path", Sim::window(seed, &paths, 1.5));
+        let estimate = &report.estimates[1];
+        let rate = estimate.rate_mbps.unwrap_or(f64::NAN);
+        assert!(
+            rate >= 50.0,
+            "seed {seed}: path 1 taken for {rate:.1} Mbit/s, trains {:?}",
+            estimate.train_mbps
+        );
+    }
+}
+
+#[test]
 fn a_loss_at_one_path_s_queue_is_repaired_while_others_have_room() {
     // Sweep seed 1, #10. The near paths fill first; losses at their
     // queues are repaired on the paths with room rather than left to the
@@ -1335,7 +1356,7 @@ fn sweep_row(
 /// `SIM_HYSTART=0` measure what two causes cost (see [`sweep_row`],
 /// [`WindowSender`]).
 #[test]
-#[ignore = "fails today: seed 1, lowest 0.06 of the best path, 10th percentile 0.31 of the sum, hold within the spread + 5 ms in 7%; the scheduler work of issue 14"]
+#[ignore = "fails today: seed 1, lowest 0.06 of the best path, 10th percentile 0.45 of the sum, hold within the spread + 5 ms in 7%; the scheduler work of issue 14"]
 fn a_sweep_of_drawn_scenarios_never_falls_below_the_best_path() {
     let env = |name: &str, default: u64| {
         std::env::var(name)

@@ -34,6 +34,20 @@ const SAMPLE_SPAN_US: u64 = 80_000;
 const FIRST_SAMPLE_SPAN_US: u64 = 20_000;
 /// Bytes such a first sample must cover.
 const FIRST_SAMPLE_MIN_BYTES: u64 = 4 * 1024;
+/// Before a path's capacity is measured, a queued sample below this
+/// fraction of the rate its probe trains arrived at is not taken for it,
+/// where the trains put the path at or above the initial guess: a jittery
+/// path carrying a flow still in slow start, a few packets a probe
+/// interval, reads a queue from its jitter alone, and the sample says how
+/// little was sent. A big path so taken for a small one is left unused
+/// while its neighbours are overrun; a small path taken for smaller costs
+/// little, and for bigger is overrun, so its samples count as before.
+/// Trains can read high (a shaper's burst passes a train at line rate),
+/// hence the wide margin...
+const TRAIN_FRACTION_BELOW: f64 = 0.25;
+/// ...and a queue deeper than jitter makes it counts whatever the trains
+/// said.
+const QUEUED_DEEP_US: f64 = 10_000.0;
 /// Loss above twice a path's random loss, in a span with packets sent into
 /// a standing queue, that says the queue overflowed.
 const OVERFLOW_LOSS_MARGIN: f64 = 0.005;
@@ -240,16 +254,17 @@ impl Delivery {
     ) -> bool {
         let mut overflowed = false;
         let queued = queued_us > QUEUED_US + QUEUED_JITTERS * jitter_us;
+        let deep = queued_us > QUEUED_DEEP_US;
         let mut report = ReceiveReport::of(probe);
         if let Some(last) = self.last_report {
             if report.rx_bytes < last.rx_bytes || report.rx_packets < last.rx_packets {
                 // Counters went back: the peer's receive state restarted.
             } else if report.span_us(&last) < SAMPLE_SPAN_US {
                 // Too short a span; measure from the same start next time.
-                self.sample_first_rate(&last, &report, queued);
+                self.sample_first_rate(&last, &report, queued, deep);
                 report = last;
             } else {
-                self.sample_rate(now, &last, &report, queued);
+                self.sample_rate(now, &last, &report, queued, deep);
                 overflowed = self.sample_loss(&last, &report, context);
             }
         }
@@ -257,12 +272,29 @@ impl Delivery {
         overflowed
     }
 
-    fn sample_first_rate(&mut self, last: &ReceiveReport, report: &ReceiveReport, queued: bool) {
+    /// Return whether a queued sample of `rate` may stand for the
+    /// path's capacity, the queue `deep` or not.
+    fn capacity_sample(&self, rate: f64, deep: bool) -> bool {
+        self.rate.get().is_some()
+            || deep
+            || self
+                .rate_train
+                .is_none_or(|train| train < INITIAL_RATE || rate >= TRAIN_FRACTION_BELOW * train)
+    }
+
+    fn sample_first_rate(
+        &mut self,
+        last: &ReceiveReport,
+        report: &ReceiveReport,
+        queued: bool,
+        deep: bool,
+    ) {
         let (bytes, rate) = report.delivered_since(last);
         if self.rate.get().is_none()
             && report.span_us(last) >= FIRST_SAMPLE_SPAN_US
             && queued
             && bytes >= FIRST_SAMPLE_MIN_BYTES
+            && self.capacity_sample(rate, deep)
         {
             self.rate_first = Some(self.rate_first.map_or(rate, |r| r.max(rate)));
         }
@@ -274,6 +306,7 @@ impl Delivery {
         last: &ReceiveReport,
         report: &ReceiveReport,
         queued: bool,
+        deep: bool,
     ) {
         let (bytes, rate) = report.delivered_since(last);
         // Old samples leave the filters even when no new one comes (a path
@@ -281,7 +314,7 @@ impl Delivery {
         self.rate.expire(now);
         self.rate_unqueued.expire(now);
         if bytes > 0 {
-            if queued && bytes >= QUEUED_MIN_BYTES {
+            if queued && bytes >= QUEUED_MIN_BYTES && self.capacity_sample(rate, deep) {
                 self.rate.update(now, rate);
                 self.rate_first = None;
             } else {
@@ -329,5 +362,59 @@ impl Delivery {
             return false;
         }
         sent_into_queue && lost >= 2.0 && fraction > 2.0 * self.loss + OVERFLOW_LOSS_MARGIN
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SETTLED: LossContext = LossContext {
+        congested: false,
+        settled: true,
+    };
+
+    /// Feed `d` a report every 100 ms, each `bytes` more received, the
+    /// echoes having met `queued_us` of queue; return the capacity after.
+    fn reports(d: &mut Delivery, start: Instant, count: u64, bytes: u64, queued_us: f64) -> f64 {
+        for i in 0..count {
+            let probe = Probe {
+                sent_us: i * 100_000,
+                rx_packets: i * (bytes / 1000),
+                rx_bytes: i * bytes,
+                rx_highest_path_seq: Seq((i * (bytes / 1000)) as u32),
+                ..Probe::default()
+            };
+            let now = start + Duration::from_millis(i * 100);
+            d.handle_report(now, &probe, queued_us, 0.0, SETTLED);
+        }
+        d.capacity()
+    }
+
+    #[test]
+    fn a_shallow_queue_far_below_a_big_path_s_trains_is_not_its_capacity() {
+        let start = crate::tests::t0();
+        let with_trains = |rate: Option<f64>| {
+            let mut d = Delivery::default();
+            if let Some(rate) = rate {
+                d.take_train_rate(rate);
+            }
+            d
+        };
+        // 20 KB every 100 ms: 200 KB/s, a hundredth of the trains' 20 MB/s.
+        let capacity = reports(&mut with_trains(Some(20e6)), start, 5, 20_000, 3_000.0);
+        assert!(capacity >= 1e6, "capacity {capacity}");
+        // A queue deeper than jitter makes it is the path's.
+        let capacity = reports(&mut with_trains(Some(20e6)), start, 5, 20_000, 20_000.0);
+        assert!((capacity - 200e3).abs() < 1.0, "capacity {capacity}");
+        // Trains that say the path is small, or no trains: a queue is a
+        // queue.
+        for trains in [Some(2e6), None] {
+            let capacity = reports(&mut with_trains(trains), start, 5, 20_000, 3_000.0);
+            assert!(
+                (capacity - 200e3).abs() < 1.0,
+                "trains {trains:?}: capacity {capacity}"
+            );
+        }
     }
 }
