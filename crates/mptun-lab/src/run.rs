@@ -503,7 +503,16 @@ pub fn run(options: &LabOptions) -> anyhow::Result<LabReport> {
     })
 }
 
-/// Build the lab's namespaces and paths for `scenario`.
+/// Most a TCP socket of the lab's end hosts may buffer, bytes, each way:
+/// as hosts are tuned for long fat paths, so that the paths limit every
+/// system's flow and not the hosts. A new namespace takes the host's
+/// limits (Linux's default send limit is 4 MB, one 4 MB window a round
+/// trip), which would make every figure depend on the machine's sysctls
+/// and cap a flow on a far path below the path's rate.
+const TCP_BUFFER_MAX: u64 = 64 << 20;
+
+/// Build the lab's namespaces and paths for `scenario`, with the end
+/// hosts' TCP buffer limits set.
 pub(super) fn build_topology(scenario: &Scenario) -> anyhow::Result<Topology> {
     let mode = if scenario.unshaped() {
         Mode::Plain {
@@ -517,14 +526,25 @@ pub(super) fn build_topology(scenario: &Scenario) -> anyhow::Result<Topology> {
             netem_bin: netem_bin()?,
         }
     };
-    Topology::build(
+    let topo = Topology::build(
         TopologyOptions {
             subnet: 200,
             prefix: None,
         },
         mode,
     )
-    .context("build the lab namespaces")
+    .context("build the lab namespaces")?;
+    for ns in [topo.ns_a(), topo.ns_b()] {
+        sh(
+            &ns,
+            &format!(
+                "sysctl -qw net.ipv4.tcp_rmem='4096 131072 {TCP_BUFFER_MAX}' \
+                 net.ipv4.tcp_wmem='4096 16384 {TCP_BUFFER_MAX}'"
+            ),
+        )
+        .context("set the end hosts' TCP buffer limits")?;
+    }
+    Ok(topo)
 }
 
 /// One system's flow.
