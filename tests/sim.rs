@@ -1145,7 +1145,7 @@ fn a_big_jittery_path_is_not_measured_by_the_little_a_flow_in_slow_start_sends()
     // carries a few packets a probe interval, and its 2 ms of jitter reads
     // as a queue before the jitter itself is measured: its capacity was
     // set to what was sent (1 Mbit/s), the flow's packets went to the near
-    // path's queue, and slow start ended at a third of the best path.
+    // path's queue, and slow start ended early: 0.44 of the best path.
     // The trains read it at over 100 Mbit/s.
     let paths = [spec(131.0, 36.0, 0.0, 0.0), spec(352.0, 70.5, 2.0, 0.0)];
     for seed in 120..126 {
