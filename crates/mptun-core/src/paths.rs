@@ -281,6 +281,7 @@ impl PathTable {
             if !p.busy(now) {
                 // Becoming busy: probe sooner, to notice a failure sooner.
                 p.probes.hurry(now);
+                p.busy_since = Some(now);
             }
             p.last_data_sent = Some(now);
         }

@@ -567,6 +567,29 @@ fn probe_clocks_drifting_apart_do_not_flap_a_path() {
 }
 
 #[test]
+fn an_idle_path_that_becomes_busy_is_not_taken_for_dead() {
+    // One of A's probes is lost on an idle path: its last echo grows up to
+    // two idle probe intervals old, which is no failure. Data starts then;
+    // from then on the path is probed faster, and is judged by that only
+    // once a probe sent faster had time to be echoed.
+    for start_ms in (100..=200).step_by(10) {
+        let mut pair = Pair::new(&[5]);
+        pair.carry_data = true;
+        pair.run(0, 2000);
+        pair.lose_probes_to_b = true;
+        pair.run(2000, 2100);
+        pair.lose_probes_to_b = false;
+        let start = pair.at(2000 + start_ms);
+        let down = pair.first_down(Side::A, PathId(0), 2100..3000, |pair, now| {
+            if now >= start {
+                pair.send(now, 100);
+            }
+        });
+        assert_eq!(down, None, "data from {start_ms} ms after the loss");
+    }
+}
+
+#[test]
 fn the_queue_model_follows_echoes_down_as_well_as_up() {
     // One path, its rate unmeasured (100 Mbit/s assumed), fed at that rate
     // after a 40 ms burst: only the echoes can tell how much of the burst

@@ -237,6 +237,9 @@ pub(crate) struct Path {
     /// Global sequence number of the last data packet sent on the path.
     pub last_seq_sent: Option<Seq>,
     pub last_data_sent: Option<Instant>,
+    /// When our data last started after a pause: the path is probed fast
+    /// from then on, not before.
+    pub busy_since: Option<Instant>,
     pub last_data_received: Option<Instant>,
     pub reception: Reception,
 }
@@ -258,6 +261,7 @@ impl Default for Path {
             next_path_seq: Seq(0),
             last_seq_sent: None,
             last_data_sent: None,
+            busy_since: None,
             last_data_received: None,
             reception: Reception::default(),
         }
@@ -376,7 +380,8 @@ impl Path {
     }
 
     /// When the path is down unless a new echo comes: [`down_after`] the
-    /// last one, as a busy path if it is still busy then, or
+    /// last one, as a busy path if it is still busy then (from when it
+    /// became busy, if later, and never later than as an idle one), or
     /// [`FIRST_ECHO_WITHIN`] the session's start while none came; later
     /// while the peer's data arrives but none of its probes (see below).
     /// One answer for both the timer and the check, so the timer never
@@ -387,14 +392,17 @@ impl Path {
         let Some(since) = self.liveness.last_echo() else {
             return self.liveness.session_since().map(|t| t + FIRST_ECHO_WITHIN);
         };
-        let as_busy = since + self.down_after(true);
+        // A path that just became busy was probed at the idle pace until
+        // then: the echo of its first fast probe is what it waits for.
+        let as_idle = since + self.down_after(false);
+        let as_busy = since.max(self.busy_since.unwrap_or(since)) + self.down_after(true);
         let busy_then = self
             .last_data_sent
             .is_some_and(|t| t + BUSY_WINDOW > as_busy);
         let silent_until = if busy_then {
-            as_busy
+            as_busy.min(as_idle)
         } else {
-            since + self.down_after(false)
+            as_idle
         };
         // The peer's data still arrives but none of its probes since that
         // echo: they are lost on the way here, at a queue its data
