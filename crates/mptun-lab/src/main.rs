@@ -144,7 +144,17 @@ fn lab_sweep(
         Ok(sweep::run(seed, count, &base, |line| eprintln!("{line}")))
     })?;
     if let Some(path) = &plot {
-        mptun_lab::plot::draw_sweep(&report, path)?;
+        let points: Vec<_> = report
+            .results
+            .iter()
+            .map(|r| mptun_lab::plot::SweepPoint {
+                number: r.number,
+                ratio_to_best: r.ratio_to_best,
+                fraction_of_sum: r.fraction_of_sum,
+                ratio_to_mptcp_wireguard: r.ratio_to_mptcp_wireguard,
+            })
+            .collect();
+        mptun_lab::plot::draw_sweep(report.seed, &points, path)?;
         if !json {
             eprintln!("plot written to {}", path.display());
         }

@@ -128,42 +128,56 @@ pub fn draw(report: &LabReport, path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Draw a sweep into a PNG at `path`: one point per scenario for mptun
-/// against the best path, the sum and MPTCP over WireGuard, with the 0.95
-/// line the best path ratio must stay above.
-pub fn draw_sweep(report: &super::sweep::SweepReport, path: &Path) -> anyhow::Result<()> {
+/// Highest ratio the sweep chart's axis shows: one row far above the rest
+/// (a path alone crippled by loss) would flatten every other row to the
+/// axis. Points above are drawn at it, with their value beside them.
+const SWEEP_AXIS_MAX: f64 = 4.0;
+
+/// One scenario of a sweep, as its chart shows it.
+#[derive(Clone, Copy, Debug)]
+pub struct SweepPoint {
+    pub number: usize,
+    pub ratio_to_best: f64,
+    pub fraction_of_sum: f64,
+    pub ratio_to_mptcp_wireguard: Option<f64>,
+}
+
+/// Draw a sweep of `seed` into a PNG at `path`: one point per scenario for
+/// mptun against the best path, the sum and MPTCP over WireGuard, with the
+/// 0.95 line the best path ratio must stay above.
+pub fn draw_sweep(seed: u64, scenarios: &[SweepPoint], path: &Path) -> anyhow::Result<()> {
     load_font()?;
     let root = BitMapBackend::new(path, (1000, 500)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
-    let results = &report.results;
-    let n = results.len().max(1) as f64;
-    let ratios = |f: &dyn Fn(&super::sweep::SweepResult) -> Option<f64>| -> Vec<(f64, f64)> {
-        results
+    let n = scenarios.len().max(1) as f64;
+    let ratios = |f: &dyn Fn(&SweepPoint) -> Option<f64>| -> Vec<(f64, f64)> {
+        scenarios
             .iter()
-            .filter_map(|r| f(r).map(|v| (r.number as f64, v)))
+            .filter_map(|p| f(p).map(|v| (p.number as f64, v)))
             .collect()
     };
     let series = [
-        ("mptun / best path", ratios(&|r| Some(r.ratio_to_best))),
-        ("mptun / sum of paths", ratios(&|r| Some(r.fraction_of_sum))),
+        ("mptun / best path", ratios(&|p| Some(p.ratio_to_best))),
+        ("mptun / sum of paths", ratios(&|p| Some(p.fraction_of_sum))),
         (
             "mptun / MPTCP over WireGuard",
-            ratios(&|r| r.ratio_to_mptcp_wireguard),
+            ratios(&|p| p.ratio_to_mptcp_wireguard),
         ),
     ];
     let y_max = series
         .iter()
         .flat_map(|(_, s)| s.iter().map(|p| p.1))
-        .fold(1.2, f64::max);
+        .fold(1.2, f64::max)
+        .min(SWEEP_AXIS_MAX);
     let mut chart = ChartBuilder::on(&root)
         .caption(
-            format!("sweep, seed {}: mptun per scenario", report.seed),
+            format!("sweep, seed {seed}: mptun per scenario"),
             ("sans-serif", 20),
         )
         .margin(10)
         .x_label_area_size(35)
         .y_label_area_size(55)
-        .build_cartesian_2d(0.0..n + 1.0, 0.0..y_max * 1.05)
+        .build_cartesian_2d(0.0..n + 1.0, 0.0..y_max * 1.4)
         .map_err(|e| anyhow!("{e}"))?;
     chart
         .configure_mesh()
@@ -181,21 +195,32 @@ pub fn draw_sweep(report: &super::sweep::SweepReport, path: &Path) -> anyhow::Re
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK.mix(0.5)));
     for (i, (label, points)) in series.into_iter().enumerate() {
         let color = Palette99::pick(i).to_rgba();
+        let above: Vec<(f64, f64)> = points.iter().copied().filter(|p| p.1 > y_max).collect();
         chart
             .draw_series(
                 points
                     .into_iter()
-                    .map(move |p| Circle::new(p, 4, color.filled())),
+                    .map(move |(x, y)| Circle::new((x, y.min(y_max)), 4, color.filled())),
             )
             .map_err(|e| anyhow!("{e}"))?
             .label(label)
             .legend(move |(x, y)| Circle::new((x + 10, y), 4, color.filled()));
+        chart
+            .draw_series(above.into_iter().map(move |(x, y)| {
+                Text::new(
+                    format!("{y:.1}"),
+                    // Stacked by series, above the capped points.
+                    (x + 0.25, y_max * (1.08 + 0.06 * i as f64)),
+                    ("sans-serif", 12).into_font().color(&color),
+                )
+            }))
+            .map_err(|e| anyhow!("{e}"))?;
     }
     chart
         .configure_series_labels()
         .background_style(WHITE.mix(0.8))
         .border_style(BLACK)
-        .position(SeriesLabelPosition::LowerRight)
+        .position(SeriesLabelPosition::UpperRight)
         .draw()
         .map_err(|e| anyhow!("{e}"))?;
     root.present()
