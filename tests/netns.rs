@@ -980,7 +980,7 @@ fn lab_equal_scenario_beats_the_best_single_path() {
     // the paths then had delays and reordering the scenario does not have,
     // and such a run measures the host, not mptun. Measure again.
     let mut attempt = 1;
-    let (mptun, best, flaps) = loop {
+    let (mptun, best, flaps, changes) = loop {
         let report = mptun_lab::run::run(&options).expect("lab run");
         eprintln!("{}", mptun_lab::run::render(&report));
         let row = |prefix: &str| {
@@ -1001,6 +1001,7 @@ fn lab_equal_scenario_beats_the_best_single_path() {
                 mptun.goodput_mbps,
                 best.goodput_mbps,
                 report.mptun.path_flaps,
+                report.mptun.path_changes.join("\n"),
             );
         }
         eprintln!(
@@ -1014,7 +1015,7 @@ fn lab_equal_scenario_beats_the_best_single_path() {
     );
     // Healthy paths, which the flow fills: none is ever taken for dead, at
     // start or under the flow.
-    assert_eq!(flaps, 0, "paths flapped (lab run {attempt})");
+    assert_eq!(flaps, 0, "paths flapped (lab run {attempt}):\n{changes}");
 }
 
 /// The lab on `paths` (scenario lines), with a 2 s flow of mptun alone;

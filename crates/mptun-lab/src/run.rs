@@ -140,6 +140,10 @@ pub struct MptunDetail {
     /// lost its session or set aside) since the sites started: startup
     /// and the flow both count.
     pub path_flaps: u64,
+    /// The sites' log lines of those changes ("site a: ... path down:
+    /// probes unanswered path=path[2] ... silent_ms=174"), so that a flap
+    /// says which path and why.
+    pub path_changes: Vec<String>,
     /// Inner packets site A dropped during the flow for want of a usable
     /// path.
     pub tun_dropped_no_path: u64,
@@ -360,6 +364,7 @@ pub fn run(options: &LabOptions) -> anyhow::Result<LabReport> {
         .map(|(after, before)| after - before);
     let a_after = sites.status(Site::A)?;
     let b_after = sites.status(Site::B)?;
+    let path_changes = path_warnings(&sites);
     drop(sites);
     let snapshots = Snapshots {
         a0: a_before,
@@ -371,6 +376,7 @@ pub fn run(options: &LabOptions) -> anyhow::Result<LabReport> {
     let mptun = mptun_detail(
         &snapshots,
         sampled.path_series_mbps,
+        path_changes,
         &idle,
         scenario.delay_spread_ms(),
     );
@@ -731,6 +737,7 @@ fn mptun_detail(
         b_steady,
     }: &Snapshots,
     path_series_mbps: Vec<Vec<f64>>,
+    path_changes: Vec<String>,
     idle: &IdleRtts,
     delay_spread_ms: f64,
 ) -> MptunDetail {
@@ -766,6 +773,7 @@ fn mptun_detail(
             .flat_map(|s| &s.paths)
             .map(|p| p.flaps)
             .sum(),
+        path_changes,
         tun_dropped_no_path: a1.tun.dropped_no_path - a0.tun.dropped_no_path,
         tun_dropped_path_queue_full: a1.tun.dropped_path_queue_full
             - a0.tun.dropped_path_queue_full,
@@ -783,6 +791,23 @@ fn mptun_detail(
         tcp_request_rtt_ef_ms: idle.tcp_ef_ms,
         tcp_request_rtt_unmarked_ms: idle.tcp_unmarked_ms,
     }
+}
+
+/// The warnings both sites logged about their paths (down, set aside, no
+/// session), each prefixed with its site; none if a log cannot be read.
+fn path_warnings(sites: &Sites) -> Vec<String> {
+    [Site::A, Site::B]
+        .into_iter()
+        .flat_map(|site| {
+            let name = sites.site_name(site);
+            std::fs::read_to_string(sites.log_path(site))
+                .unwrap_or_default()
+                .lines()
+                .filter(|l| l.contains(" WARN ") && l.contains("path="))
+                .map(|l| format!("site {name}: {}", l.trim()))
+                .collect::<Vec<_>>()
+        })
+        .collect()
 }
 
 /// Samples site A's per-path byte counters in the background, and takes
@@ -1335,6 +1360,9 @@ pub fn render(r: &LabReport) -> String {
         "mptun path flaps since the sites started (both sites): {}; site A's drops during the flow: {} with no usable path, {} at a full path queue",
         m.path_flaps, m.tun_dropped_no_path, m.tun_dropped_path_queue_full
     );
+    for change in &m.path_changes {
+        let _ = writeln!(o, "  {change}");
+    }
     let _ = writeln!(
         o,
         "mptun reorder buffer: {} held, {} gaps repaired of {} asked for, {} congestion losses not asked for, {} released as lost, {} on timeout, {} late/duplicate dropped",

@@ -255,7 +255,7 @@ impl Sites {
         self.dir.join(format!("site-{}.toml", self.site_name(site)))
     }
 
-    fn site_name(&self, site: Site) -> &'static str {
+    pub fn site_name(&self, site: Site) -> &'static str {
         match site {
             Site::A => "a",
             Site::B => "b",
