@@ -114,6 +114,9 @@ pub struct MptunDetail {
     pub tun_mtu_source: String,
     /// Share of the data bytes each path carried.
     pub path_shares: Vec<f64>,
+    /// Per path, the fraction of the data packets site A sent that site B
+    /// did not receive: the path's random loss and its queue's overflow.
+    pub path_loss: Vec<f64>,
     /// Per path, the rate site A's probe trains arrived at before the flow,
     /// Mbit/s: what mptun took the path for before data measured it.
     pub path_train_mbps: Vec<Option<f64>>,
@@ -748,11 +751,25 @@ fn mptun_detail(
         .map(|(after, before)| after.tx_bytes - before.tx_bytes)
         .collect();
     let total = sent.iter().sum::<u64>().max(1) as f64;
+    let delta = |after: u64, before: u64| after.saturating_sub(before);
+    let path_loss = (a1.paths.iter().zip(&a0.paths))
+        .zip(b1.paths.iter().zip(&b0.paths))
+        .map(|((a1, a0), (b1, b0))| {
+            let sent = delta(a1.tx_packets, a0.tx_packets);
+            let received = delta(b1.rx_packets, b0.rx_packets);
+            if sent == 0 {
+                0.0
+            } else {
+                sent.saturating_sub(received) as f64 / sent as f64
+            }
+        })
+        .collect();
     let (r0, r1) = (&b0.reorder, &b1.reorder);
     MptunDetail {
         tun_mtu: a0.mtu,
         tun_mtu_source: a0.mtu_source.clone(),
         path_shares: sent.iter().map(|&s| s as f64 / total).collect(),
+        path_loss,
         path_train_mbps: a0.paths.iter().map(|p| p.train_mbps).collect(),
         path_series_mbps,
         reorder_held: r1.buffered - r0.buffered,
@@ -1331,6 +1348,17 @@ pub fn render(r: &LabReport) -> String {
         .map(|(i, s)| format!("path {}: {:.0}%", i + 1, 100.0 * s))
         .collect();
     let _ = writeln!(o, "mptun per-path share of bytes: {}", shares.join(", "));
+    let losses: Vec<String> = m
+        .path_loss
+        .iter()
+        .enumerate()
+        .map(|(i, l)| format!("path {}: {:.2}%", i + 1, 100.0 * l))
+        .collect();
+    let _ = writeln!(
+        o,
+        "mptun per-path loss of data packets, A to B: {}",
+        losses.join(", ")
+    );
     let trains: Vec<String> = m
         .path_train_mbps
         .iter()
