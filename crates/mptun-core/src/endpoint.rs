@@ -281,6 +281,11 @@ impl Endpoint {
                 self.stats.low_latency_segments += 1;
             }
             let held = release == Release::Held;
+            let usable = if release.takes_tcp_paths(buf.packet()) {
+                self.paths.tcp_paths(usable)
+            } else {
+                usable
+            };
             let held_until_us = if held { spread_us } else { 0.0 };
             let Some(path) =
                 self.scheduler

@@ -87,6 +87,14 @@ impl Release {
             Release::Held
         }
     }
+
+    /// Return whether `packet`, released so, keeps to the paths worth a
+    /// TCP flow (see [`crate::paths::PathTable::tcp_paths`]): any TCP
+    /// segment but one in a low-latency class, which wants the nearest
+    /// path whatever its size.
+    pub fn takes_tcp_paths(self, packet: &[u8]) -> bool {
+        self != Release::LowLatency && ip::is_tcp(packet)
+    }
 }
 
 /// Packets released in order, held until they are due.

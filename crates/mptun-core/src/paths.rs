@@ -32,6 +32,9 @@ use crate::MAX_PATHS;
 /// adds about (1 - 2p) of its rate, worth it up to several percent, not
 /// when every tenth packet waits for its repair.
 const LOSS_SET_ASIDE: f64 = 0.1;
+/// Share of the other usable paths' capacity together below which a
+/// path carries no TCP (see [`PathTable::tcp_paths`]).
+const TCP_SMALL_SHARE: f64 = 0.1;
 /// Loss below which a path counts as clean.
 pub(crate) const LOSS_CLEAN: f64 = 0.002;
 /// Packets a path must have carried before its loss is judged.
@@ -197,6 +200,34 @@ impl PathTable {
             }
         }
         PathSet::default()
+    }
+
+    /// Return the paths of `usable` that TCP may take: all but those too
+    /// small beside the others together to be worth what they cost a TCP
+    /// flow. A segment lost on a path stalls the flow behind it for a
+    /// repair's round trip (an ACK too: the receiver delivers in order),
+    /// a far one makes every segment wait for it, and a burst overflows a
+    /// small one; a path that adds a few percent is not worth that. A
+    /// path's own probe trains count for it (a big path the flow has not
+    /// filled yet is not small), not for the others (a train that jitter
+    /// bunched up reads far above its path). All of `usable` if every path
+    /// is small.
+    pub fn tcp_paths(&self, usable: PathSet) -> PathSet {
+        let capacity = |id: PathId| self.paths[id.index()].delivery.capacity();
+        let total: f64 = usable.iter().map(capacity).sum();
+        let mut set = PathSet::default();
+        for id in usable.iter() {
+            let own = capacity(id);
+            let train = self.paths[id.index()].delivery.train_rate();
+            if own.max(train.unwrap_or(0.0)) >= TCP_SMALL_SHARE * (total - own) {
+                set.insert(id);
+            }
+        }
+        if set == PathSet::default() {
+            usable
+        } else {
+            set
+        }
     }
 
     /// Return the usable paths other than `lost_on` that lose nothing; all

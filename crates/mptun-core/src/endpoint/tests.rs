@@ -1045,6 +1045,45 @@ fn tcp_segments_in_a_low_latency_class_go_the_nearest_way_unheld() {
     assert_eq!(pair.a.stats().low_latency_segments, 4);
 }
 
+/// A bare TCP ACK: a 20-byte TCP header and no data.
+fn tcp_ack() -> PacketBuf {
+    let mut bytes = tcp_segment(41).packet()[..40].to_vec();
+    bytes[2..4].copy_from_slice(&40u16.to_be_bytes());
+    bytes[33] = 0x10;
+    PacketBuf::copy_of(&bytes)
+}
+
+#[test]
+fn tcp_keeps_off_a_path_too_small_to_be_worth_it() {
+    // The near path's trains arrived at 4 Mbit/s, under a tenth of the
+    // far one's 100. A segment or an ACK lost on it would stall the flow
+    // for a repair, and the little it adds is not worth that: TCP takes
+    // the far path, idle or not. Pings and a low-latency class still go
+    // the nearest way.
+    let mut pair = Pair::new(&[5, 30]);
+    pair.run(0, 2000);
+    pair.a.paths.as_mut_slice()[0]
+        .delivery
+        .take_train_rate(0.5e6);
+    let now = pair.at(2000);
+    for packet in [tcp_segment(1200), tcp_ack(), tcp_segment(1200)] {
+        let (path, _) = pair.send_packet(now, packet).expect("sent");
+        assert_eq!(path, PathId(1));
+    }
+    let (path, _) = pair.send(now, 100).expect("sent");
+    assert_eq!(path, PathId(0), "a ping");
+    let (path, _) = pair
+        .send_packet(now, tcp_segment_marked(200, 0xb8))
+        .expect("sent");
+    assert_eq!(path, PathId(0), "an EF segment");
+    // A path a tenth of the other's or more takes its share.
+    pair.a.paths.as_mut_slice()[0]
+        .delivery
+        .take_train_rate(1.25e6);
+    let (path, _) = pair.send_packet(now, tcp_ack()).expect("sent");
+    assert_eq!(path, PathId(0));
+}
+
 #[test]
 fn idle_traffic_that_wants_low_latency_keeps_the_nearest_of_six_paths() {
     // Pings and an interactive (EF) TCP flow, a packet every 50 ms over

@@ -85,6 +85,16 @@ pub fn is_timed_tcp_segment(packet: &[u8]) -> bool {
     protocol == TCP && (carries_data || flags & TCP_SYN != 0)
 }
 
+/// Return whether `packet` is a TCP segment, of any kind. An IPv6 packet
+/// with extension headers before TCP is taken as not TCP.
+pub fn is_tcp(packet: &[u8]) -> bool {
+    match version(packet) {
+        Some(4) => packet[v4::PROTOCOL] == TCP,
+        Some(_) => packet[v6::NEXT_HEADER] == TCP,
+        None => false,
+    }
+}
+
 /// Return the DSCP of an IPv4 or IPv6 packet: the high six bits of its
 /// type of service or traffic class.
 pub fn dscp(packet: &[u8]) -> Option<u8> {
