@@ -68,10 +68,8 @@ const TCP_SYN: u8 = 0x02;
 /// takes). Not a bare ACK or FIN. An IPv6 packet with extension headers
 /// before TCP is taken as not TCP.
 pub fn is_timed_tcp_segment(packet: &[u8]) -> bool {
-    let (header_len, protocol) = match version(packet) {
-        Some(4) => (usize::from(packet[0] & 0x0f) * 4, packet[v4::PROTOCOL]),
-        Some(_) => (v6::HEADER_LEN, packet[v6::NEXT_HEADER]),
-        None => return false,
+    let Some((header_len, protocol)) = transport(packet) else {
+        return false;
     };
     let (Some(total), Some(&offset), Some(&flags)) = (
         packet_len(packet),
@@ -88,10 +86,15 @@ pub fn is_timed_tcp_segment(packet: &[u8]) -> bool {
 /// Return whether `packet` is a TCP segment, of any kind. An IPv6 packet
 /// with extension headers before TCP is taken as not TCP.
 pub fn is_tcp(packet: &[u8]) -> bool {
-    match version(packet) {
-        Some(4) => packet[v4::PROTOCOL] == TCP,
-        Some(_) => packet[v6::NEXT_HEADER] == TCP,
-        None => false,
+    transport(packet).is_some_and(|(_, protocol)| protocol == TCP)
+}
+
+/// Return the IP header's length and the protocol after it, if `packet` is
+/// IPv4 or IPv6 (for IPv6, the first next header).
+fn transport(packet: &[u8]) -> Option<(usize, u8)> {
+    match version(packet)? {
+        4 => Some((usize::from(packet[0] & 0x0f) * 4, packet[v4::PROTOCOL])),
+        _ => Some((v6::HEADER_LEN, packet[v6::NEXT_HEADER])),
     }
 }
 
