@@ -265,8 +265,10 @@ impl Endpoint {
     pub fn handle_tun(&mut self, now: Instant, packets: &mut Vec<PacketBuf>) {
         self.now = self.now.max(now);
         let sent_us = self.paths.micros(now) as u32;
-        // The paths' base delays do not change within a batch.
-        let spread_us = self.paths.spread_us();
+        // Neither the paths nor what they measured change within a batch.
+        let usable = self.paths.usable();
+        let (tcp_paths, spread_paths) = self.paths.tcp_and_spread_paths(now);
+        let spread_us = self.paths.spread_us(spread_paths);
         let mut delivering = self.paths.still_delivering(now);
         for buf in packets.drain(..) {
             if ip::packet_len(buf.packet()).is_none() {
@@ -275,14 +277,13 @@ impl Endpoint {
                 continue;
             }
             let len = buf.len();
-            let usable = self.paths.usable();
             let release = Release::of(buf.packet(), self.low_latency);
             if release == Release::LowLatency {
                 self.stats.low_latency_segments += 1;
             }
             let held = release == Release::Held;
             let usable = if release.takes_tcp_paths(buf.packet()) {
-                self.paths.tcp_paths(usable)
+                tcp_paths
             } else {
                 usable
             };
@@ -332,8 +333,8 @@ impl Endpoint {
         for buf in plaintexts.drain(..) {
             match self.open(now, path, buf) {
                 Ok((Kind::Data, trailer, buf)) => self.handle_data(now, path, &trailer, buf),
-                Ok((Kind::Probe, _, buf)) => {
-                    probed |= self.handle_probe(now, path, &buf);
+                Ok((Kind::Probe, trailer, buf)) => {
+                    probed |= self.handle_probe(now, path, &trailer, &buf);
                     self.pool.put(buf);
                 }
                 Ok((Kind::Nack, _, buf)) => {
@@ -361,7 +362,10 @@ impl Endpoint {
         while let Some((path, probe)) = self.paths.poll_probe(now) {
             let mut buf = self.pool.take(0);
             buf.fill(0, Probe::LEN, |b| probe.encode(b));
-            let trailer = Trailer::control(Kind::Probe, self.epoch, self.paths.usable());
+            // A probe's paths in use are those TCP takes, so the peer holds
+            // TCP segments only as long as the farthest of them needs.
+            let (_, spread_paths) = self.paths.tcp_and_spread_paths(now);
+            let trailer = Trailer::control(Kind::Probe, self.epoch, spread_paths);
             append_trailer(&mut buf, &trailer);
             self.path_stats[path.index()].tx_probes += 1;
             self.outgoing[path.index()].push_back(buf);
@@ -640,12 +644,19 @@ impl Endpoint {
     }
 
     /// Take a probe; return whether it was one.
-    fn handle_probe(&mut self, now: Instant, path: PathId, buf: &PacketBuf) -> bool {
+    fn handle_probe(
+        &mut self,
+        now: Instant,
+        path: PathId,
+        trailer: &Trailer,
+        buf: &PacketBuf,
+    ) -> bool {
         let stats = &mut self.path_stats[path.index()];
         match Probe::decode(buf.packet()) {
             Ok(probe) => {
                 stats.rx_probes += 1;
-                self.paths.handle_probe(now, path, &probe);
+                self.paths
+                    .handle_probe(now, path, &probe, trailer.paths_in_use);
                 true
             }
             Err(_) => {

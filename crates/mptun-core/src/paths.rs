@@ -35,6 +35,9 @@ const LOSS_SET_ASIDE: f64 = 0.1;
 /// Share of the other usable paths' capacity together below which a
 /// path carries no TCP (see [`PathTable::tcp_paths`]).
 const TCP_SMALL_SHARE: f64 = 0.1;
+/// How long a path TCP kept off still counts for how long the peer holds
+/// TCP segments (see [`PathTable::tcp_and_spread_paths`]).
+const TCP_SPREAD_MEMORY: Duration = Duration::from_secs(2);
 /// Loss below which a path counts as clean.
 pub(crate) const LOSS_CLEAN: f64 = 0.002;
 /// Packets a path must have carried before its loss is judged.
@@ -68,6 +71,9 @@ pub(crate) struct PathTable {
     origin: Instant,
     paths: Vec<Path>,
     events: VecDeque<PathEvent>,
+    /// The paths the peer's latest probe says it spreads TCP over (see
+    /// [`tcp_paths`](Self::tcp_paths)); none until a probe says.
+    peer_tcp_paths: PathSet,
 }
 
 impl PathTable {
@@ -77,6 +83,7 @@ impl PathTable {
             origin: now,
             paths: (0..count).map(|_| Path::default()).collect(),
             events: VecDeque::new(),
+            peer_tcp_paths: PathSet::default(),
         }
     }
 
@@ -230,6 +237,31 @@ impl PathTable {
         }
     }
 
+    /// Return the usable paths TCP takes now (see
+    /// [`tcp_paths`](Self::tcp_paths)) and those the peer holds TCP
+    /// segments as long as: the paths TCP took within
+    /// [`TCP_SPREAD_MEMORY`]. A far path TCP takes again raises the flow's
+    /// round trip, which CUBIC's HyStart reads as a full pipe, so a path
+    /// leaves the hold only once TCP kept off it a while, and a path whose
+    /// measured capacity wavers about the limit stays in it.
+    pub fn tcp_and_spread_paths(&mut self, now: Instant) -> (PathSet, PathSet) {
+        let usable = self.usable();
+        let tcp = self.tcp_paths(usable);
+        let mut spread = PathSet::default();
+        for id in usable.iter() {
+            let p = &mut self.paths[id.index()];
+            if tcp.contains(id) {
+                p.takes_tcp_at = Some(now);
+            }
+            if p.takes_tcp_at
+                .is_some_and(|t| now.saturating_duration_since(t) < TCP_SPREAD_MEMORY)
+            {
+                spread.insert(id);
+            }
+        }
+        (tcp, spread)
+    }
+
     /// Return the usable paths other than `lost_on` that lose nothing; all
     /// usable paths if none does.
     pub fn usable_for_repair(&self, lost_on: PathId) -> PathSet {
@@ -351,7 +383,13 @@ impl PathTable {
     }
 
     /// Take in a probe the peer sent on `path`.
-    pub fn handle_probe(&mut self, now: Instant, path: PathId, probe: &Probe) {
+    pub fn handle_probe(
+        &mut self,
+        now: Instant,
+        path: PathId,
+        probe: &Probe,
+        peer_tcp_paths: PathSet,
+    ) {
         let i = path.index();
         let now_us = self.micros(now);
         let Some(p) = self.paths.get_mut(i) else {
@@ -360,6 +398,7 @@ impl PathTable {
         let Some((fresh_echo, echoed_sent_at)) = p.handle_probe(now, now_us, probe) else {
             return; // reordered or replayed: nothing new
         };
+        self.peer_tcp_paths = peer_tcp_paths;
         // A path that was down is back only when a probe sent since then
         // is echoed: the peer's first probe after an outage echoes the last
         // one it had before, which proves only the peer's direction works.
@@ -528,7 +567,7 @@ impl PathTable {
         let live = self.heard(now);
         let mut spread: Option<(f64, f64)> = None;
         let mut jitter: f64 = 0.0;
-        for p in live {
+        for (_, p) in live {
             jitter = jitter.max(p.peer_probes.owd_in.jitter());
             if let Some(d) = p.peer_probes.owd_in.smoothed() {
                 spread = Some(spread.map_or((d, d), |(lo, hi)| (lo.min(d), hi.max(d))));
@@ -567,30 +606,40 @@ impl PathTable {
 
     /// Return the least base one-way delay towards us among the paths the
     /// peer is heard on (on its clock, µs), and how much more the farthest
-    /// one's is.
+    /// one's is among those it spreads TCP over: a far path it keeps TCP
+    /// off would otherwise set how long every segment waits.
     fn incoming_spread(&self, now: Instant) -> Option<(i64, f64)> {
-        let mut bases = self.heard(now).filter_map(|p| p.peer_probes.owd_in.min());
-        let first = bases.next()?;
-        let (least, most) = bases.fold((first, first), |(lo, hi), b| (lo.min(b), hi.max(b)));
+        let least = self
+            .heard(now)
+            .filter_map(|(_, p)| p.peer_probes.owd_in.min())
+            .min()?;
+        let carries_tcp = |id: PathId| self.peer_tcp_paths.contains(id);
+        let tcp_heard = self.heard(now).any(|(id, _)| carries_tcp(id));
+        let most = self
+            .heard(now)
+            .filter(|&(id, _)| !tcp_heard || carries_tcp(id))
+            .filter_map(|(_, p)| p.peer_probes.owd_in.min())
+            .max()?;
         // In floating point: the delays are offsets from the peer's clock,
         // which it chose.
         Some((least, most as f64 - least as f64))
     }
 
-    /// Return how much farther than the nearest the farthest usable path
-    /// is, one way, µs: how long the peer holds a TCP segment that came
-    /// the nearest way (see [`crate::equalize`]).
-    pub fn spread_us(&self) -> f64 {
+    /// Return how much farther than the nearest path the farthest of
+    /// `paths` is, one way, µs: with the paths TCP takes, how long the
+    /// peer holds a TCP segment that came the nearest way (see
+    /// [`crate::equalize`]).
+    pub fn spread_us(&self, paths: PathSet) -> f64 {
         let base_min = base_min(&self.paths);
-        self.usable()
+        paths
             .iter()
             .map(|id| self.paths[id.index()].base_above(base_min))
             .fold(0.0, f64::max)
     }
 
     /// Return the paths the peer's probes came on lately.
-    fn heard(&self, now: Instant) -> impl Iterator<Item = &Path> {
-        self.paths.iter().filter(move |p| {
+    fn heard(&self, now: Instant) -> impl Iterator<Item = (PathId, &Path)> {
+        self.iter().filter(move |(_, p)| {
             p.peer_probes
                 .last_at()
                 .is_some_and(|t| now.saturating_duration_since(t) < crate::path::DOWN_AFTER_MAX)

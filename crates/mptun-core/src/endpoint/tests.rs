@@ -1085,6 +1085,37 @@ fn tcp_keeps_off_a_path_too_small_to_be_worth_it() {
 }
 
 #[test]
+fn tcp_is_held_to_the_farthest_path_it_takes_once_it_kept_off_a_far_one_a_while() {
+    // The farthest path turns out too small for TCP. The peer holds TCP
+    // segments to it for a while still (were it taken again, the flow's
+    // round trip would rise and CUBIC would leave slow start), then only
+    // to the farthest path TCP takes, which the probes tell it.
+    let mut pair = Pair::new(&[5, 30, 60]);
+    pair.run(0, 2000);
+    let wait = |pair: &Pair| pair.b.equalize_wait().expect("measured").as_millis();
+    assert!((54..=56).contains(&wait(&pair)), "{}", wait(&pair));
+    pair.a.paths.as_mut_slice()[2]
+        .delivery
+        .take_train_rate(0.5e6);
+    pair.run(2000, 3000);
+    assert!((54..=56).contains(&wait(&pair)), "{}", wait(&pair));
+    pair.run(3000, 4500);
+    assert!((24..=26).contains(&wait(&pair)), "{}", wait(&pair));
+    // The sender spreads segments over the two as held that long, so the
+    // far one of them still takes its share.
+    let mut far = 0;
+    for k in 0..50 {
+        let now = pair.at(4500) + Duration::from_micros(100 * k);
+        for _ in 0..2 {
+            let (path, _) = pair.send_packet(now, tcp_segment(1200)).expect("sent");
+            assert_ne!(path, PathId(2));
+            far += usize::from(path == PathId(1));
+        }
+    }
+    assert!((40..=60).contains(&far), "{far} of 100 on the 30 ms path");
+}
+
+#[test]
 fn idle_traffic_that_wants_low_latency_keeps_the_nearest_of_six_paths() {
     // Pings and an interactive (EF) TCP flow, a packet every 50 ms over
     // six paths 2 to 80 ms away, arrive in the nearest path's 2 ms: the

@@ -242,6 +242,9 @@ pub(crate) struct Path {
     pub busy_since: Option<Instant>,
     pub last_data_received: Option<Instant>,
     pub reception: Reception,
+    /// When TCP could last take the path (see
+    /// [`crate::paths::PathTable::tcp_paths`]).
+    pub takes_tcp_at: Option<Instant>,
 }
 
 impl Default for Path {
@@ -264,6 +267,7 @@ impl Default for Path {
             busy_since: None,
             last_data_received: None,
             reception: Reception::default(),
+            takes_tcp_at: None,
         }
     }
 }

@@ -31,7 +31,9 @@
 //! start again at zero) from a stale packet. "Paths in use" is the set of
 //! paths the sender is striping over (bit i for path i): a gap in the global
 //! order is lost once every one of them has delivered past it, since each
-//! path delivers in the order it was sent.
+//! path delivers in the order it was sent. In a probe, it is the set of
+//! paths whose delays the receiver holds TCP segments to (see
+//! [`crate::equalize`]); an older sender puts every path it uses there.
 //!
 //! "Sent at" is the low 32 bits of the sender's clock (the one its probes
 //! carry) when a data packet was first sent; a repair carries the
