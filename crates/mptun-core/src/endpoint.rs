@@ -267,7 +267,7 @@ impl Endpoint {
         let sent_us = self.paths.micros(now) as u32;
         // Neither the paths nor what they measured change within a batch.
         let usable = self.paths.usable();
-        let (tcp_paths, spread_paths) = self.paths.tcp_and_spread_paths(now);
+        let (tcp_paths, spread_paths) = self.paths.tcp_and_spread_paths(now, usable);
         let spread_us = self.paths.spread_us(spread_paths);
         let mut delivering = self.paths.still_delivering(now);
         for buf in packets.drain(..) {
@@ -364,7 +364,8 @@ impl Endpoint {
             buf.fill(0, Probe::LEN, |b| probe.encode(b));
             // A probe's paths in use are those TCP takes, so the peer holds
             // TCP segments only as long as the farthest of them needs.
-            let (_, spread_paths) = self.paths.tcp_and_spread_paths(now);
+            let usable = self.paths.usable();
+            let (_, spread_paths) = self.paths.tcp_and_spread_paths(now, usable);
             let trailer = Trailer::control(Kind::Probe, self.epoch, spread_paths);
             append_trailer(&mut buf, &trailer);
             self.path_stats[path.index()].tx_probes += 1;

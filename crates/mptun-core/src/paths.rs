@@ -71,9 +71,10 @@ pub(crate) struct PathTable {
     origin: Instant,
     paths: Vec<Path>,
     events: VecDeque<PathEvent>,
-    /// The paths the peer's latest probe says it spreads TCP over (see
-    /// [`tcp_paths`](Self::tcp_paths)); none until a probe says.
-    peer_tcp_paths: PathSet,
+    /// The paths the peer's latest probe says to hold TCP segments to (its
+    /// spread paths, see [`tcp_and_spread_paths`](Self::tcp_and_spread_paths));
+    /// none until a probe says.
+    peer_spread_paths: PathSet,
 }
 
 impl PathTable {
@@ -83,7 +84,7 @@ impl PathTable {
             origin: now,
             paths: (0..count).map(|_| Path::default()).collect(),
             events: VecDeque::new(),
-            peer_tcp_paths: PathSet::default(),
+            peer_spread_paths: PathSet::default(),
         }
     }
 
@@ -237,15 +238,14 @@ impl PathTable {
         }
     }
 
-    /// Return the usable paths TCP takes now (see
+    /// Return the paths of `usable` TCP takes now (see
     /// [`tcp_paths`](Self::tcp_paths)) and those the peer holds TCP
     /// segments as long as: the paths TCP took within
     /// [`TCP_SPREAD_MEMORY`]. A far path TCP takes again raises the flow's
     /// round trip, which CUBIC's HyStart reads as a full pipe, so a path
     /// leaves the hold only once TCP kept off it a while, and a path whose
     /// measured capacity wavers about the limit stays in it.
-    pub fn tcp_and_spread_paths(&mut self, now: Instant) -> (PathSet, PathSet) {
-        let usable = self.usable();
+    pub fn tcp_and_spread_paths(&mut self, now: Instant, usable: PathSet) -> (PathSet, PathSet) {
         let tcp = self.tcp_paths(usable);
         let mut spread = PathSet::default();
         for id in usable.iter() {
@@ -388,7 +388,7 @@ impl PathTable {
         now: Instant,
         path: PathId,
         probe: &Probe,
-        peer_tcp_paths: PathSet,
+        peer_spread_paths: PathSet,
     ) {
         let i = path.index();
         let now_us = self.micros(now);
@@ -398,7 +398,7 @@ impl PathTable {
         let Some((fresh_echo, echoed_sent_at)) = p.handle_probe(now, now_us, probe) else {
             return; // reordered or replayed: nothing new
         };
-        self.peer_tcp_paths = peer_tcp_paths;
+        self.peer_spread_paths = peer_spread_paths;
         // A path that was down is back only when a probe sent since then
         // is echoed: the peer's first probe after an outage echoes the last
         // one it had before, which proves only the peer's direction works.
@@ -609,17 +609,23 @@ impl PathTable {
     /// one's is among those it spreads TCP over: a far path it keeps TCP
     /// off would otherwise set how long every segment waits.
     fn incoming_spread(&self, now: Instant) -> Option<(i64, f64)> {
-        let least = self
-            .heard(now)
-            .filter_map(|(_, p)| p.peer_probes.owd_in.min())
-            .min()?;
-        let carries_tcp = |id: PathId| self.peer_tcp_paths.contains(id);
-        let tcp_heard = self.heard(now).any(|(id, _)| carries_tcp(id));
-        let most = self
-            .heard(now)
-            .filter(|&(id, _)| !tcp_heard || carries_tcp(id))
-            .filter_map(|(_, p)| p.peer_probes.owd_in.min())
-            .max()?;
+        // One pass: this runs for every held segment received.
+        let (mut least, mut most, mut most_spread) = (None::<i64>, None::<i64>, None::<i64>);
+        let mut spread_heard = false;
+        for (id, p) in self.heard(now) {
+            let spread = self.peer_spread_paths.contains(id);
+            spread_heard |= spread;
+            let Some(base) = p.peer_probes.owd_in.min() else {
+                continue;
+            };
+            least = Some(least.map_or(base, |b| b.min(base)));
+            most = Some(most.map_or(base, |b| b.max(base)));
+            if spread {
+                most_spread = Some(most_spread.map_or(base, |b| b.max(base)));
+            }
+        }
+        let least = least?;
+        let most = if spread_heard { most_spread } else { most }?;
         // In floating point: the delays are offsets from the peer's clock,
         // which it chose.
         Some((least, most as f64 - least as f64))
