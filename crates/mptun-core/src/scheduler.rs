@@ -13,6 +13,15 @@ use std::time::Instant;
 
 use crate::path::{base_min, Path, PathId, PathSet};
 
+/// How long after its release a held packet may start arriving and still
+/// count as in time, µs. On the farthest path a packet starts arriving
+/// exactly at its release, so without slack that path ties only with an
+/// empty queue: it never keeps one, and its rate goes unused while nearer,
+/// smaller paths queue. A segment a few ms late does not raise the round
+/// trip the flow times (the least of its samples), and the receiver's hold
+/// adapts to the reordering it sees.
+const HELD_SLACK_US: f64 = 8000.0;
+
 /// How the sender picks paths.
 #[derive(Clone, Debug)]
 pub enum Policy {
@@ -152,10 +161,9 @@ fn earliest_arrival(
         let own = len as f64 / p.rate();
         let queue = waited + own;
         let starts = p.base_above(base_min) + waited;
-        // A held packet that starts arriving by the time it is released
-        // arrives in time: its own bytes' time must not keep the farthest
-        // path, where it starts arriving exactly then, from ever tying.
-        let arrival = if held_until_us > 0.0 && starts <= held_until_us {
+        // A held packet that starts arriving by the time it is released,
+        // or a little after, arrives in time; see [`HELD_SLACK_US`].
+        let arrival = if held_until_us > 0.0 && starts <= held_until_us + HELD_SLACK_US {
             held_until_us
         } else {
             starts + own
