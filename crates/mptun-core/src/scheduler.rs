@@ -132,8 +132,9 @@ impl Scheduler {
 }
 
 /// Return the path among `candidates` where `len` bytes sent at `now`
-/// arrive soonest, counting any arrival before `held_until_us` as then and
-/// the shortest queue among those as the soonest; a path whose queue is as
+/// arrive soonest, counting any arrival that starts by `held_until_us` (or
+/// [`HELD_SLACK_US`] after) as then and the shortest queue among those as
+/// the soonest; a path whose queue is as
 /// deep as when it overflowed only if every one is, and a path over its cap
 /// only if every one is that.
 fn earliest_arrival(
