@@ -362,8 +362,8 @@ impl Endpoint {
         while let Some((path, probe)) = self.paths.poll_probe(now) {
             let mut buf = self.pool.take(0);
             buf.fill(0, Probe::LEN, |b| probe.encode(b));
-            // A probe's paths in use are those TCP takes, so the peer holds
-            // TCP segments only as long as the farthest of them needs.
+            // A probe's paths in use are those TCP took lately, so the peer
+            // holds TCP segments only as long as the farthest of them needs.
             let usable = self.paths.usable();
             let (_, spread_paths) = self.paths.tcp_and_spread_paths(now, usable);
             let trailer = Trailer::control(Kind::Probe, self.epoch, spread_paths);

@@ -134,9 +134,8 @@ impl Scheduler {
 /// Return the path among `candidates` where `len` bytes sent at `now`
 /// arrive soonest, counting any arrival that starts by `held_until_us` (or
 /// [`HELD_SLACK_US`] after) as then and the shortest queue among those as
-/// the soonest; a path whose queue is as
-/// deep as when it overflowed only if every one is, and a path over its cap
-/// only if every one is that.
+/// the soonest; a path whose queue is as deep as when it overflowed only if
+/// every one is, and a path over its cap only if every one is that.
 fn earliest_arrival(
     paths: &mut [Path],
     now: Instant,
