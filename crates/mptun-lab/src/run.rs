@@ -132,6 +132,8 @@ pub struct MptunDetail {
     pub reorder_repairs_requested: u64,
     /// Of those, packets that came in time to fill their gap.
     pub reorder_repaired: u64,
+    /// Repairs of losses found after a pause, handed out late.
+    pub reorder_repaired_late: u64,
     /// Losses on a congested path, released at once, not asked for.
     pub reorder_congestion_losses: u64,
     /// Times, on both sites and all paths, a probe's echo was overdue enough
@@ -777,6 +779,7 @@ fn mptun_detail(
         reorder_skipped_timeout: r1.skipped_timeout - r0.skipped_timeout,
         reorder_repairs_requested: r1.repairs_requested - r0.repairs_requested,
         reorder_repaired: r1.repaired - r0.repaired,
+        reorder_repaired_late: r1.repaired_late - r0.repaired_late,
         reorder_congestion_losses: r1.congestion_losses - r0.congestion_losses,
         late_echoes: [(a0, a1), (b0, b1)]
             .iter()
@@ -1393,10 +1396,11 @@ pub fn render(r: &LabReport) -> String {
     }
     let _ = writeln!(
         o,
-        "mptun reorder buffer: {} held, {} gaps repaired of {} asked for, {} congestion losses not asked for, {} released as lost, {} on timeout, {} late/duplicate dropped",
+        "mptun reorder buffer: {} held, {} gaps repaired of {} asked for ({} more handed out late), {} congestion losses not asked for, {} released as lost, {} on timeout, {} late/duplicate dropped",
         m.reorder_held,
         m.reorder_repaired,
         m.reorder_repairs_requested,
+        m.reorder_repaired_late,
         m.reorder_congestion_losses,
         m.reorder_skipped_loss,
         m.reorder_skipped_timeout,

@@ -399,6 +399,11 @@ pub fn render(s: &Status) -> String {
             r.repaired,
         ),
         (
+            "mptun_repairs_late",
+            "Repairs of losses found after a pause, handed out late.",
+            r.repaired_late,
+        ),
+        (
             "mptun_congestion_losses",
             "Losses on a congested path, left to the inner flow.",
             r.congestion_losses,

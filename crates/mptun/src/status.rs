@@ -205,6 +205,10 @@ pub struct ReorderStatus {
     pub repaired: u64,
     /// Losses on a congested path, left to the inner flow unrepaired.
     pub congestion_losses: u64,
+    /// Losses found after a pause, released at once and asked for all the
+    /// same, whose repair was handed out late.
+    #[serde(default)]
+    pub repaired_late: u64,
     /// How long a TCP segment that came the nearest way is held, so that
     /// its flow sees the farthest path's round trip; none until measured.
     #[serde(default)]
@@ -581,9 +585,10 @@ pub fn render(s: &Status) -> String {
     );
     let _ = writeln!(
         o,
-        "  repairs: {} asked for, {} came in time; waited for up to {}; {} congestion losses left to the inner flow",
+        "  repairs: {} asked for, {} came in time, {} late (after a pause); waited for up to {}; {} congestion losses left to the inner flow",
         r.repairs_requested,
         r.repaired,
+        r.repaired_late,
         r.repair_wait_ms
             .map_or("-".into(), |w| format!("{w:.1} ms")),
         r.congestion_losses

@@ -508,6 +508,40 @@ fn lost_data_is_asked_for_resent_and_delivered_in_order() {
 }
 
 #[test]
+fn a_flight_s_last_packet_lost_is_handed_out_late_once_the_next_flight_shows_it() {
+    // A TCP flow's first flights come a round trip apart. The loss of a
+    // flight's last packet on a path shows only when the next flight's
+    // first packet there arrives, after a pause: released as lost then,
+    // it costs the flow a retransmission timeout and its slow start.
+    let mut pair = Pair::new(&[5, 40]);
+    pair.carry_data = true;
+    pair.run(0, 1000);
+    let flight = |pair: &mut Pair, ms: u64| {
+        let now = pair.at(ms);
+        for _ in 0..10 {
+            pair.a.handle_tun(now, &mut vec![ip_packet(1000)]);
+        }
+        pair.flush(true, now);
+    };
+    flight(&mut pair, 1000);
+    let (path, last) = *pair.sent.last().expect("the flight was sent");
+    let n = pair.wire.len();
+    pair.wire
+        .retain(|w| !(w.1 && w.2 == path && trailer_of(&w.3).seq == last.seq));
+    assert_eq!(pair.wire.len(), n - 1);
+    pair.run(1000, 1500);
+    flight(&mut pair, 1500);
+    pair.run(1500, 2000);
+    let stats = pair.b.reorder_stats();
+    assert_eq!(pair.delivered.len(), 20, "{stats:?}");
+    assert_eq!(
+        (stats.repaired_late, stats.skipped_loss),
+        (1, 1),
+        "{stats:?}"
+    );
+}
+
+#[test]
 fn a_fresh_path_comes_up_once_without_flapping() {
     let mut pair = Pair::new(&[1, 1]);
     let mut events = Vec::new();

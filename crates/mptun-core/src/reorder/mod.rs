@@ -67,6 +67,9 @@ pub enum Verdict {
     InOrder,
     /// It waits for an earlier packet.
     Buffered,
+    /// It was released as lost after a pause and asked for all the same
+    /// (see [`ReorderBuffer::handle_packet`]): handed out now, out of order.
+    Late,
 }
 
 /// What the reorder buffer needs to know of an arriving data packet.
@@ -128,9 +131,13 @@ pub struct ReorderStats {
     /// down, and a repair would hide it (and hold everything behind it for
     /// a round trip through that queue).
     pub congestion_losses: u64,
+    /// Lost packets found after a pause, released as lost and asked for
+    /// all the same, whose repair came and was handed out late.
+    pub repaired_late: u64,
 }
 
-/// Delivers packets strictly in sequence order, waiting a bounded time for
+/// Delivers packets in sequence order (a late repair of a loss found after a
+/// pause excepted, see [`Verdict::Late`]), waiting a bounded time for
 /// gaps, in bounded memory. Generic over the packet `P`, which it only holds
 /// and hands back.
 ///
@@ -148,8 +155,18 @@ pub struct ReorderBuffer<P> {
     ready: VecDeque<P>,
     /// How long released packets waited.
     waits: HoldHistogram,
+    /// Losses found after a pause: released as lost at once, so as not to
+    /// hold what revealed them, but asked for, and handed out late if their
+    /// repair comes. Oldest first, at most [`LATE_WANTED_MAX`].
+    late_wanted: VecDeque<Seq>,
+    /// Of those, the ones the peer has not been asked for yet.
+    late_asked: Vec<Seq>,
     stats: ReorderStats,
 }
+
+/// Most losses found after a pause remembered for late delivery: far more
+/// than sparse traffic loses within a repair time.
+const LATE_WANTED_MAX: usize = 256;
 
 /// Why gaps were given up on.
 #[derive(Clone, Copy)]
@@ -172,6 +189,8 @@ impl<P> ReorderBuffer<P> {
             hold: Hold::new(config.hold),
             ready: VecDeque::new(),
             waits: HoldHistogram::default(),
+            late_wanted: VecDeque::new(),
+            late_asked: Vec::new(),
             stats: ReorderStats::default(),
         }
     }
@@ -184,6 +203,8 @@ impl<P> ReorderBuffer<P> {
         self.window.restart(seq);
         self.evidence.clear();
         self.repairs.restart(seq);
+        self.late_wanted.clear();
+        self.late_asked.clear();
     }
 
     /// Return the counters.
@@ -224,7 +245,9 @@ impl<P> ReorderBuffer<P> {
     /// Take the sequence numbers to ask the sender for again: each gap that
     /// every path has delivered past, once, while repairs are asked for.
     pub fn poll_nacks(&mut self) -> Vec<Seq> {
-        self.repairs.take_asked()
+        let mut asked = self.repairs.take_asked();
+        asked.append(&mut self.late_asked);
+        asked
     }
 
     /// Return how long released packets waited in the buffer.
@@ -246,6 +269,7 @@ impl<P> ReorderBuffer<P> {
         packet: P,
     ) -> Result<Verdict, (DropReason, P)> {
         let seq = arrival.seq;
+        let wanted_late = self.take_wanted_late(seq);
         let offset = seq.distance_from(self.window.next());
         let capacity = self.config.capacity.max(1) as i64;
         if offset >= capacity {
@@ -264,6 +288,11 @@ impl<P> ReorderBuffer<P> {
         self.evidence.arrived(now);
 
         let offset = seq.distance_from(self.window.next());
+        if offset < 0 && wanted_late {
+            self.stats.repaired_late += 1;
+            self.ready.push_back(packet);
+            return Ok(Verdict::Late);
+        }
         if offset < 0 {
             self.hold.late(seq);
             self.repairs.late(seq, self.repair_max());
@@ -396,12 +425,42 @@ impl<P> ReorderBuffer<P> {
             && previous.is_before(arrival.seq)
             && previous.distance_from(next) < self.config.capacity as i64
             && !self.window.holds(previous);
-        if missing
-            && arrival.dropped_at_queue == 0
-            && self.dense(now)
-            && self.repairs.ask(previous, now, next)
-        {
+        if !missing || arrival.dropped_at_queue > 0 || self.repair_wait().is_none() {
+            return;
+        }
+        if !self.dense(now) {
+            self.want_late(previous);
+        } else if self.repairs.ask(previous, now, next) {
             self.stats.repairs_requested += 1;
+        }
+    }
+
+    /// Ask for `gap`, found lost after a pause, without holding anything
+    /// for it: the packets after it go at once, as they would have, and
+    /// its repair, if it comes, goes late. A TCP flow's first flights come
+    /// a round trip apart, and a segment of them released as lost costs
+    /// the flow a retransmission timeout and its slow start; late, it is
+    /// only reordered.
+    fn want_late(&mut self, gap: Seq) {
+        if self.late_wanted.contains(&gap) {
+            return;
+        }
+        if self.late_wanted.len() >= LATE_WANTED_MAX {
+            self.late_wanted.pop_front();
+        }
+        self.late_wanted.push_back(gap);
+        self.late_asked.push(gap);
+        self.stats.repairs_requested += 1;
+    }
+
+    /// Forget `seq` as wanted late; return whether it was.
+    fn take_wanted_late(&mut self, seq: Seq) -> bool {
+        match self.late_wanted.iter().position(|&s| s == seq) {
+            Some(i) => {
+                self.late_wanted.remove(i);
+                true
+            }
+            None => false,
         }
     }
 
@@ -421,22 +480,33 @@ impl<P> ReorderBuffer<P> {
     /// come densely.
     fn judge_gaps(&mut self, now: Instant, end: Seq, arriving: Option<Seq>) {
         let dense = self.dense(now);
+        let repairing = self.repair_wait().is_some();
         let next = self.window.next();
         // Nothing past what the window can hold is a gap: however far ahead
         // the evidence reaches, the work stays within the window.
         let limit = next.plus(self.config.capacity.min(u32::MAX as usize) as u32);
         let end = if limit.is_before(end) { limit } else { end };
         let mut charges = self.evidence.congestion_charges(next);
+        let mut late = Vec::new();
         while let Some(gap) = self.repairs.next_to_judge(next, end) {
             if self.window.holds(gap) || Some(gap) == arriving {
                 continue;
             }
             let congestion = charges.charge(gap);
-            if dense && congestion {
-                self.stats.congestion_losses += 1;
-            } else if dense && self.repairs.ask(gap, now, next) {
+            if congestion {
+                if dense {
+                    self.stats.congestion_losses += 1;
+                }
+            } else if !dense {
+                if repairing {
+                    late.push(gap);
+                }
+            } else if self.repairs.ask(gap, now, next) {
                 self.stats.repairs_requested += 1;
             }
+        }
+        for gap in late {
+            self.want_late(gap);
         }
     }
 
@@ -513,10 +583,11 @@ mod tests {
     #[derive(Debug, PartialEq, Eq)]
     enum Fed {
         InOrder,
+        Late,
         Buffered,
         Dropped(DropReason),
     }
-    use Fed::{Buffered, Dropped, InOrder};
+    use Fed::{Buffered, Dropped, InOrder, Late};
 
     struct Harness {
         buf: ReorderBuffer<Vec<u8>>,
@@ -590,6 +661,7 @@ mod tests {
                 {
                     Ok(Verdict::InOrder) => InOrder,
                     Ok(Verdict::Buffered) => Buffered,
+                    Ok(Verdict::Late) => Late,
                     Err((reason, _)) => Dropped(reason),
                 };
             self.drain();
@@ -727,15 +799,25 @@ mod tests {
     }
 
     #[test]
-    fn a_loss_found_after_a_pause_is_released_not_repaired() {
+    fn a_loss_found_after_a_pause_is_released_at_once_and_its_repair_handed_out_late() {
         let mut h = Harness::repairing();
         h.feed(0, P0, 0);
-        // Sparse traffic, as a ping: 1 was lost on path 1 long ago, and
-        // waiting a repair for it would only delay 2 and 3.
+        // Sparse traffic, as a ping or a TCP flow's first flights: 1 was
+        // lost on path 1 long ago, and waiting a repair for it would only
+        // delay 2 and 3.
         h.feed(50, P0, 2);
         h.feed(100, P1, 3);
-        assert!(h.buf.poll_nacks().is_empty());
         assert_eq!(h.delivered, vec![0, 2, 3]);
+        // Asked for all the same: a TCP segment late is only reordered,
+        // where one lost costs the flow a retransmission timeout.
+        assert_eq!(h.buf.poll_nacks(), vec![Seq(1)]);
+        assert!(h.buf.poll_nacks().is_empty(), "asked once");
+        assert_eq!(h.feed(115, P0, 1), Late);
+        assert_eq!(h.delivered, vec![0, 2, 3, 1]);
+        // A second copy is not handed out again.
+        assert_eq!(h.feed(116, P1, 1), Dropped(DropReason::Stale));
+        let stats = h.buf.stats();
+        assert_eq!((stats.repaired_late, stats.skipped_loss), (1, 1));
     }
 
     #[test]

@@ -321,6 +321,7 @@ impl<T: TunDevice> EndpointTask<T> {
             repairs_requested: stats.repairs_requested,
             repaired: stats.repaired,
             congestion_losses: stats.congestion_losses,
+            repaired_late: stats.repaired_late,
             tcp_hold_ms: endpoint.equalize_wait().map(ms),
             tcp_held: counters.equalized,
             tcp_holding: endpoint.equalizing(),
