@@ -519,9 +519,8 @@ fn a_flight_s_last_packet_lost_is_handed_out_late_once_the_next_flight_shows_it(
     let flight = |pair: &mut Pair, ms: u64| {
         let now = pair.at(ms);
         for _ in 0..10 {
-            pair.a.handle_tun(now, &mut vec![ip_packet(1000)]);
+            pair.send(now, 1000);
         }
-        pair.flush(true, now);
     };
     flight(&mut pair, 1000);
     let (path, last) = *pair.sent.last().expect("the flight was sent");

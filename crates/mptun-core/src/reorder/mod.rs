@@ -159,8 +159,6 @@ pub struct ReorderBuffer<P> {
     /// hold what revealed them, but asked for, and handed out late if their
     /// repair comes. Oldest first, at most [`LATE_WANTED_MAX`].
     late_wanted: VecDeque<Seq>,
-    /// Of those, the ones the peer has not been asked for yet.
-    late_asked: Vec<Seq>,
     stats: ReorderStats,
 }
 
@@ -190,7 +188,6 @@ impl<P> ReorderBuffer<P> {
             ready: VecDeque::new(),
             waits: HoldHistogram::default(),
             late_wanted: VecDeque::new(),
-            late_asked: Vec::new(),
             stats: ReorderStats::default(),
         }
     }
@@ -204,7 +201,6 @@ impl<P> ReorderBuffer<P> {
         self.evidence.clear();
         self.repairs.restart(seq);
         self.late_wanted.clear();
-        self.late_asked.clear();
     }
 
     /// Return the counters.
@@ -243,11 +239,10 @@ impl<P> ReorderBuffer<P> {
     }
 
     /// Take the sequence numbers to ask the sender for again: each gap that
-    /// every path has delivered past, once, while repairs are asked for.
+    /// every path has delivered past, once, while repairs are asked for,
+    /// and each loss found after a pause (see [`Verdict::Late`]).
     pub fn poll_nacks(&mut self) -> Vec<Seq> {
-        let mut asked = self.repairs.take_asked();
-        asked.append(&mut self.late_asked);
-        asked
+        self.repairs.take_asked()
     }
 
     /// Return how long released packets waited in the buffer.
@@ -449,7 +444,7 @@ impl<P> ReorderBuffer<P> {
             self.late_wanted.pop_front();
         }
         self.late_wanted.push_back(gap);
-        self.late_asked.push(gap);
+        self.repairs.ask_unawaited(gap);
         self.stats.repairs_requested += 1;
     }
 

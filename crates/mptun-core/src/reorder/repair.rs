@@ -91,6 +91,11 @@ impl Repairs {
         true
     }
 
+    /// Ask for `gap` without awaiting its repair: nothing waits for it.
+    pub fn ask_unawaited(&mut self, gap: Seq) {
+        self.asked.push(gap);
+    }
+
     /// `seq` arrived at `now`: if its repair was awaited, it came in time;
     /// return whether it was.
     pub fn arrived(&mut self, seq: Seq, now: Instant, next: Seq) -> bool {
