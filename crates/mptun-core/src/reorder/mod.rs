@@ -157,8 +157,10 @@ pub struct ReorderBuffer<P> {
     waits: HoldHistogram,
     /// Losses found after a pause: released as lost at once, so as not to
     /// hold what revealed them, but asked for, and handed out late if their
-    /// repair comes. Oldest first, at most [`LATE_WANTED_MAX`].
-    late_wanted: VecDeque<Seq>,
+    /// repair comes, with when each was asked for. Oldest first, at most
+    /// [`LATE_WANTED_MAX`], none asked for longer ago than a repair is
+    /// waited for.
+    late_wanted: VecDeque<(Seq, Instant)>,
     stats: ReorderStats,
 }
 
@@ -264,7 +266,7 @@ impl<P> ReorderBuffer<P> {
         packet: P,
     ) -> Result<Verdict, (DropReason, P)> {
         let seq = arrival.seq;
-        let wanted_late = self.take_wanted_late(seq);
+        let wanted_late = self.take_wanted_late(now, seq);
         let offset = seq.distance_from(self.window.next());
         let capacity = self.config.capacity.max(1) as i64;
         if offset >= capacity {
@@ -424,7 +426,7 @@ impl<P> ReorderBuffer<P> {
             return;
         }
         if !self.dense(now) {
-            self.want_late(previous);
+            self.want_late(now, previous);
         } else if self.repairs.ask(previous, now, next) {
             self.stats.repairs_requested += 1;
         }
@@ -436,21 +438,32 @@ impl<P> ReorderBuffer<P> {
     /// a round trip apart, and a segment of them released as lost costs
     /// the flow a retransmission timeout and its slow start; late, it is
     /// only reordered.
-    fn want_late(&mut self, gap: Seq) {
-        if self.late_wanted.contains(&gap) {
+    fn want_late(&mut self, now: Instant, gap: Seq) {
+        if self.late_wanted.iter().any(|&(s, _)| s == gap) {
             return;
         }
         if self.late_wanted.len() >= LATE_WANTED_MAX {
             self.late_wanted.pop_front();
         }
-        self.late_wanted.push_back(gap);
+        self.late_wanted.push_back((gap, now));
         self.repairs.ask_unawaited(gap);
         self.stats.repairs_requested += 1;
     }
 
-    /// Forget `seq` as wanted late; return whether it was.
-    fn take_wanted_late(&mut self, seq: Seq) -> bool {
-        match self.late_wanted.iter().position(|&s| s == seq) {
+    /// Forget `seq` as wanted late; return whether it was. A repair not
+    /// come within the longest a repair is waited for is not coming (its
+    /// NACK or the repair was lost), and is forgotten first: every packet
+    /// is looked up here, and the list stays empty while nothing is lost
+    /// after a pause.
+    fn take_wanted_late(&mut self, now: Instant, seq: Seq) -> bool {
+        let max = self.repair_max();
+        while let Some(&(_, asked)) = self.late_wanted.front() {
+            if now.saturating_duration_since(asked) <= max {
+                break;
+            }
+            self.late_wanted.pop_front();
+        }
+        match self.late_wanted.iter().position(|&(s, _)| s == seq) {
             Some(i) => {
                 self.late_wanted.remove(i);
                 true
@@ -501,7 +514,7 @@ impl<P> ReorderBuffer<P> {
             }
         }
         for gap in late {
-            self.want_late(gap);
+            self.want_late(now, gap);
         }
     }
 
@@ -813,6 +826,20 @@ mod tests {
         assert_eq!(h.feed(116, P1, 1), Dropped(DropReason::Stale));
         let stats = h.buf.stats();
         assert_eq!((stats.repaired_late, stats.skipped_loss), (1, 1));
+    }
+
+    #[test]
+    fn a_late_repair_that_never_came_is_forgotten_after_the_longest_repair_wait() {
+        let mut h = Harness::repairing();
+        h.feed(0, P0, 0);
+        h.feed(50, P0, 2);
+        h.feed(100, P1, 3);
+        assert_eq!(h.buf.poll_nacks(), vec![Seq(1)]);
+        // The repair was lost; a copy this late is no repair of ours.
+        let late = 100 + REPAIR_WAIT_MAX.as_millis() as u64 + 1;
+        assert_eq!(h.feed(late, P0, 1), Dropped(DropReason::Stale));
+        assert!(h.buf.late_wanted.is_empty());
+        assert_eq!(h.buf.stats().repaired_late, 0);
     }
 
     #[test]
