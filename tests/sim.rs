@@ -132,7 +132,10 @@ impl Site {
         for p in &out {
             let n = number(p);
             match self.last {
-                Some(last) if n == last => panic!("{name} delivered {n} twice"),
+                Some(last) if n == last => panic!(
+                    "{name} delivered {n} twice {:?}",
+                    self.endpoint.reorder_stats()
+                ),
                 Some(last) if n < last => {
                     assert!(
                         self.endpoint.reorder_stats().repaired_late > 0,
@@ -209,6 +212,23 @@ struct WindowSender {
     /// Off (`SIM_HYSTART=0`), slow start lasts until the first loss: to
     /// measure how much of a result HyStart's exit decided.
     hystart: bool,
+    /// The window's state before the last decrease, and how many packets
+    /// were taken for lost since it and how many of those came after all:
+    /// when every one did, the decrease was spurious and is undone, as
+    /// Linux undoes a recovery its D-SACKs show needless.
+    before_decrease: Option<Decrease>,
+    episode_lost: u64,
+    episode_late: u64,
+}
+
+/// What a decrease of the window changed, to be undone.
+#[derive(Clone, Copy)]
+struct Decrease {
+    cwnd: f64,
+    ssthresh: f64,
+    w_max: f64,
+    k: f64,
+    epoch: Option<Instant>,
 }
 
 impl WindowSender {
@@ -228,6 +248,9 @@ impl WindowSender {
             round_min: None,
             round_samples: 0,
             hystart: std::env::var("SIM_HYSTART").map_or(true, |v| v != "0"),
+            before_decrease: None,
+            episode_lost: 0,
+            episode_late: 0,
         }
     }
 
@@ -262,8 +285,8 @@ impl WindowSender {
         (self.cwnd as u64).saturating_sub(in_flight)
     }
 
-    /// `lost`: the first packet B delivered past since the last ack, if any.
-    fn on_ack(&mut self, now: Instant, acked: u64, lost: Option<u64>, sent: u64) {
+    fn on_ack(&mut self, now: Instant, ack: FlowAck, sent: u64) {
+        let acked = ack.highest;
         if acked > self.acked {
             let newly = (acked - self.acked) as f64;
             let mut newest_sent = None;
@@ -292,13 +315,30 @@ impl WindowSender {
         // As Linux's recovery: a loss of a packet sent before the last
         // decrease is part of the episode that decrease answered, however
         // late the reorder buffer gives up on it.
-        if lost.is_some_and(|n| n > self.recover) {
+        if ack.lost.is_some_and(|n| n > self.recover) {
+            self.before_decrease = Some(Decrease {
+                cwnd: self.cwnd,
+                ssthresh: self.ssthresh,
+                w_max: self.w_max,
+                k: self.k,
+                epoch: self.epoch,
+            });
+            (self.episode_lost, self.episode_late) = (0, 0);
             self.w_max = self.cwnd;
             self.k = (self.w_max * (1.0 - CUBIC_BETA) / CUBIC_C).cbrt();
             self.cwnd = (self.cwnd * CUBIC_BETA).max(2.0);
             self.ssthresh = self.cwnd;
             self.epoch = Some(now);
             self.recover = sent;
+        }
+        self.episode_lost += ack.lost_count;
+        self.episode_late += ack.late_count;
+        if self.episode_lost > 0 && self.episode_late >= self.episode_lost {
+            if let Some(d) = self.before_decrease.take() {
+                self.cwnd = self.cwnd.max(d.cwnd);
+                self.ssthresh = self.ssthresh.max(d.ssthresh);
+                (self.w_max, self.k, self.epoch) = (d.w_max, d.k, d.epoch);
+            }
         }
     }
 
@@ -312,12 +352,101 @@ impl WindowSender {
         self.sent_at.clear();
         self.cwnd = 2.0;
         self.ssthresh = 2.0;
+        self.before_decrease = None;
         self.epoch = Some(now);
         // What was in flight is gone.
         self.acked = sent;
         self.recover = sent;
         self.last_progress = now;
     }
+}
+
+/// B's side of the window flow: what it delivered, and when a packet it
+/// delivered past counts as lost, as Linux's RACK decides: at once until
+/// a packet has come late (three duplicate acknowledgements do it), and
+/// once missing for a quarter of the flow's least round trip once one
+/// has (RACK's reordering window once reordering was seen). A packet that
+/// comes later than that was taken for lost all the same: Linux undoes
+/// such a spurious recovery a round trip later at the earliest, and that
+/// is not modelled.
+#[derive(Default)]
+struct FlowReceiver {
+    highest: u64,
+    /// Packets delivered past and not come yet, with when, oldest first.
+    missing: VecDeque<(u64, Instant)>,
+    /// Since the last acknowledgement: the first packet taken for lost,
+    /// how many were, and how many taken for lost before came after all.
+    lost: Option<u64>,
+    lost_count: u64,
+    late_count: u64,
+    /// Packets delivered since the last acknowledgement.
+    unacked: u32,
+    reordering_seen: bool,
+}
+
+impl FlowReceiver {
+    /// Take packet `n`, delivered at `now`.
+    fn deliver(&mut self, now: Instant, n: u64) {
+        if n <= self.highest {
+            // Late, whether or not taken for lost already (then the
+            // sender learns it from a D-SACK).
+            self.reordering_seen = true;
+            match self.missing.iter().position(|&(m, _)| m == n) {
+                Some(i) => {
+                    self.missing.remove(i);
+                }
+                None => self.late_count += 1,
+            }
+            return;
+        }
+        self.missing.extend((self.highest + 1..n).map(|m| (m, now)));
+        self.highest = n;
+        self.unacked += 1;
+    }
+
+    /// Take for lost what has been missing longer than the reordering
+    /// window, given the sender's least round trip.
+    fn judge(&mut self, now: Instant, min_rtt: Option<Duration>) {
+        let window = match min_rtt {
+            Some(rtt) if self.reordering_seen => rtt / 4,
+            _ => Duration::ZERO,
+        };
+        while let Some(&(m, at)) = self.missing.front() {
+            if now.saturating_duration_since(at) < window {
+                break;
+            }
+            self.missing.pop_front();
+            self.lost = self.lost.or(Some(m));
+            self.lost_count += 1;
+        }
+    }
+
+    /// Every second packet delivered, an acknowledgement.
+    fn poll_ack(&mut self) -> Option<FlowAck> {
+        if self.unacked < 2 {
+            return None;
+        }
+        self.unacked = 0;
+        Some(FlowAck {
+            highest: self.highest,
+            lost: self.lost.take(),
+            lost_count: std::mem::take(&mut self.lost_count),
+            late_count: std::mem::take(&mut self.late_count),
+        })
+    }
+}
+
+/// An acknowledgement of the window flow, from B.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+struct FlowAck {
+    /// The highest packet number B delivered.
+    highest: u64,
+    /// The first packet taken for lost since the last acknowledgement.
+    lost: Option<u64>,
+    /// How many were taken for lost since then...
+    lost_count: u64,
+    /// ...and how many of those taken for lost before came after all.
+    late_count: u64,
 }
 
 /// How long, and how often, SIM_TRACE shows the window flow.
@@ -346,26 +475,32 @@ fn trace_window(at: Duration, w: &WindowSender, a: &mut Endpoint, paths: usize, 
     eprintln!("{line}");
 }
 
-/// An acknowledgement from B: its own number (for the in-order check), the
-/// highest packet number B delivered, and the first packet it delivered
-/// past since the last one (numbers start at 1; 0 is none).
-fn ack(number: u64, acked: u64, lost: Option<u64>) -> PacketBuf {
+/// An acknowledgement from B: its own number (for the in-order check),
+/// then `ack`'s fields (numbers start at 1; a lost packet 0 is none).
+fn ack(number: u64, ack: FlowAck) -> PacketBuf {
     let mut p = vec![0u8; REVERSE_PACKET];
     p[0] = 0x45;
     p[2..4].copy_from_slice(&(REVERSE_PACKET as u16).to_be_bytes());
     p[20..28].copy_from_slice(&number.to_be_bytes());
-    p[28..36].copy_from_slice(&acked.to_be_bytes());
-    p[36..44].copy_from_slice(&lost.unwrap_or(0).to_be_bytes());
+    p[28..36].copy_from_slice(&ack.highest.to_be_bytes());
+    p[36..44].copy_from_slice(&ack.lost.unwrap_or(0).to_be_bytes());
+    p[44..52].copy_from_slice(&ack.lost_count.to_be_bytes());
+    p[52..60].copy_from_slice(&ack.late_count.to_be_bytes());
     PacketBuf::copy_of(&p)
 }
 
-fn read_ack(p: &PacketBuf) -> (u64, Option<u64>) {
+fn read_ack(p: &PacketBuf) -> FlowAck {
     let word = |at: usize| {
         let mut n = [0; 8];
         n.copy_from_slice(&p.packet()[at..at + 8]);
         u64::from_be_bytes(n)
     };
-    (word(28), Some(word(36)).filter(|&n| n != 0))
+    FlowAck {
+        highest: word(28),
+        lost: Some(word(36)).filter(|&n| n != 0),
+        lost_count: word(44),
+        late_count: word(52),
+    }
 }
 
 /// Results of a run.
@@ -487,9 +622,7 @@ impl Sim {
             Source::Window => Duration::MAX,
         };
         let mut window = matches!(self.source, Source::Window).then(|| WindowSender::new(t0));
-        // B's side of the window flow: highest delivered, the first packet
-        // delivered past since the last ack, delivered since the last ack.
-        let (mut b_highest, mut b_lost, mut b_unacked) = (0u64, None, 0u32);
+        let mut flow_at_b = FlowReceiver::default();
         let end = t0 + Duration::from_secs_f64(self.seconds);
         let last_send = end - Duration::from_secs_f64(self.tail);
         let data_from = t0 + 500 * MS; // let probes measure first
@@ -618,27 +751,17 @@ impl Sim {
             if let Some(w) = window.as_mut() {
                 let mut acks = Vec::new();
                 for p in &at_b {
-                    let n = number(p);
-                    if n < b_highest {
-                        // A late repair: the flow took it for lost already.
-                        continue;
-                    }
-                    if n > b_highest + 1 {
-                        b_lost = b_lost.or(Some(b_highest + 1));
-                    }
-                    b_highest = n;
-                    b_unacked += 1;
-                    if b_unacked == 2 {
+                    flow_at_b.deliver(now, number(p));
+                    flow_at_b.judge(now, w.min_rtt);
+                    if let Some(flow_ack) = flow_at_b.poll_ack() {
                         report.offered_back += 1;
-                        acks.push(ack(report.offered_back, b_highest, b_lost));
-                        (b_lost, b_unacked) = (None, 0);
+                        acks.push(ack(report.offered_back, flow_ack));
                     }
                 }
                 b.endpoint.handle_tun(now, &mut acks);
                 let slow_start = w.cwnd < w.ssthresh;
                 for p in &at_a {
-                    let (acked, lost) = read_ack(p);
-                    w.on_ack(now, acked, lost, report.offered);
+                    w.on_ack(now, read_ack(p), report.offered);
                 }
                 if trace && slow_start && w.cwnd >= w.ssthresh {
                     eprintln!("  {:?} slow start over at {:.0} packets", now - t0, w.cwnd);
@@ -715,12 +838,13 @@ fn run(name: &str, sim: Sim) -> Report {
     let seed = sim.seed;
     let report = sim.run();
     eprintln!(
-        "{name} (seed {seed}): {:.2}% delivered ({:.2}% back), shares {:?}, repaired {} of {} asked ({} resent), skipped {} lost / {} timeout, hold p99 {:?}, down after {:?}",
+        "{name} (seed {seed}): {:.2}% delivered ({:.2}% back), shares {:?}, repaired {} of {} asked ({} late, {} resent), skipped {} lost / {} timeout, hold p99 {:?}, down after {:?}",
         100.0 * report.fraction(),
         100.0 * report.delivered_back as f64 / report.offered_back.max(1) as f64,
         report.shares.iter().map(|s| (s * 100.0).round()).collect::<Vec<_>>(),
         report.stats.repaired,
         report.stats.repairs_requested,
+        report.stats.repaired_late,
         report.resent,
         report.stats.skipped_loss,
         report.stats.skipped_timeout,
@@ -903,9 +1027,9 @@ fn jittery(rate_mbit: f64, delay_ms: u64, jitter_ms: u64, loss: f64) -> PathSpec
 }
 
 /// A frame on a bare path: arrival time, order sent; then to B?, the link's
-/// cut epoch when sent, the packet's number (data) or the number
-/// acknowledged and the first packet delivered past (acks).
-type BareFrame = (Instant, u64, bool, u64, u64, Option<u64>);
+/// cut epoch when sent, the packet's number (data) and the acknowledgement
+/// (acks).
+type BareFrame = (Instant, u64, bool, u64, u64, FlowAck);
 
 /// A window-based bulk flow straight over one path, with no tunnel: what
 /// one TCP flow gets from the path alone (the lab's "best path" row). Only
@@ -921,7 +1045,7 @@ fn bare_window(seed: u64, spec: PathSpec, seconds: f64, changes: &[(f64, bool)])
         per_tick: vec![0; (seconds * 10.0).ceil() as usize + 1],
         ..Report::default()
     };
-    let (mut b_highest, mut b_lost, mut b_unacked) = (0u64, None, 0u32);
+    let mut flow_at_b = FlowReceiver::default();
     let mut changes = changes.to_vec();
     changes.sort_by(|x, y| x.0.total_cmp(&y.0));
     let mut changes = changes.into_iter().peekable();
@@ -938,7 +1062,7 @@ fn bare_window(seed: u64, spec: PathSpec, seconds: f64, changes: &[(f64, bool)])
             to_b.set_up(up);
             to_a.set_up(up);
         }
-        while let Some(&Reverse((at, _, to_b_side, epoch, n, lost))) = due.peek() {
+        while let Some(&Reverse((at, _, to_b_side, epoch, n, ack))) = due.peek() {
             if at > now {
                 break;
             }
@@ -952,11 +1076,8 @@ fn bare_window(seed: u64, spec: PathSpec, seconds: f64, changes: &[(f64, bool)])
                 continue; // in flight when the path was cut
             }
             if to_b_side {
-                if n > b_highest + 1 {
-                    b_lost = b_lost.or(Some(b_highest + 1));
-                }
-                b_highest = b_highest.max(n);
-                b_unacked += 1;
+                flow_at_b.deliver(now, n);
+                flow_at_b.judge(now, sender.min_rtt);
                 report.delivered += 1;
                 if let Some(bucket) = report
                     .per_tick
@@ -964,15 +1085,14 @@ fn bare_window(seed: u64, spec: PathSpec, seconds: f64, changes: &[(f64, bool)])
                 {
                     *bucket += 1;
                 }
-                if b_unacked == 2 {
+                if let Some(flow_ack) = flow_at_b.poll_ack() {
                     if let Some(at) = to_a.handle_arrival(now, REVERSE_PACKET + OUTER) {
                         order += 1;
-                        due.push(Reverse((at, order, false, to_a.epoch(), b_highest, b_lost)));
+                        due.push(Reverse((at, order, false, to_a.epoch(), 0, flow_ack)));
                     }
-                    (b_lost, b_unacked) = (None, 0);
                 }
             } else {
-                sender.on_ack(now, n, lost, report.offered);
+                sender.on_ack(now, ack, report.offered);
                 acked_now = true;
             }
         }
@@ -991,7 +1111,7 @@ fn bare_window(seed: u64, spec: PathSpec, seconds: f64, changes: &[(f64, bool)])
                         true,
                         to_b.epoch(),
                         report.offered,
-                        None,
+                        FlowAck::default(),
                     )));
                 }
             }
