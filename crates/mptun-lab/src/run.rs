@@ -132,7 +132,9 @@ pub struct MptunDetail {
     pub reorder_repairs_requested: u64,
     /// Of those, packets that came in time to fill their gap.
     pub reorder_repaired: u64,
-    /// Repairs of losses found after a pause, handed out late.
+    /// Repairs that came after the packets behind their loss were released
+    /// (a loss found after a pause, or a repair slower than the hold),
+    /// handed out late.
     pub reorder_repaired_late: u64,
     /// Losses on a congested path, released at once, not asked for.
     pub reorder_congestion_losses: u64,

@@ -400,7 +400,7 @@ pub fn render(s: &Status) -> String {
         ),
         (
             "mptun_repairs_late",
-            "Repairs of losses found after a pause, handed out late.",
+            "Repairs that came after the packets behind their loss were released, handed out late.",
             r.repaired_late,
         ),
         (

@@ -205,8 +205,8 @@ pub struct ReorderStatus {
     pub repaired: u64,
     /// Losses on a congested path, left to the inner flow unrepaired.
     pub congestion_losses: u64,
-    /// Losses found after a pause, released at once and asked for all the
-    /// same, whose repair was handed out late.
+    /// Losses whose repair came after the packets behind them were released
+    /// (found after a pause, or slower than the hold), handed out late.
     #[serde(default)]
     pub repaired_late: u64,
     /// How long a TCP segment that came the nearest way is held, so that
@@ -585,7 +585,7 @@ pub fn render(s: &Status) -> String {
     );
     let _ = writeln!(
         o,
-        "  repairs: {} asked for, {} came in time, {} late (after a pause); waited for up to {}; {} congestion losses left to the inner flow",
+        "  repairs: {} asked for, {} came in time, {} late (out of order); waited for up to {}; {} congestion losses left to the inner flow",
         r.repairs_requested,
         r.repaired,
         r.repaired_late,

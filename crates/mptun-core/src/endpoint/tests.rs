@@ -467,12 +467,13 @@ fn a_nack_for_a_run_before_a_restart_resends_nothing() {
     assert_eq!(pair.sent.len(), 1, "resent for another run");
 }
 
-#[test]
-fn lost_data_is_asked_for_resent_and_delivered_in_order() {
-    let mut pair = Pair::new(&[5, 8]);
+/// Send 500 packets from A over `delays_ms`, 5 a millisecond, losing the
+/// first copy of 10 (wherever it goes; its repair is not), and run until
+/// everything has arrived; return the pair.
+fn lose_one_packet_once(delays_ms: &[u64]) -> Pair {
+    let mut pair = Pair::new(delays_ms);
     pair.carry_data = true;
     pair.run(0, 1000);
-    // The first copy of 10 is lost, wherever it goes; its repair is not.
     let mut lost_once = false;
     for ms in 1000..1100 {
         let now = pair.at(ms);
@@ -494,12 +495,37 @@ fn lost_data_is_asked_for_resent_and_delivered_in_order() {
     pair.run(1100, 1200);
     assert!(lost_once);
     assert_eq!(pair.delivered.len(), 500, "{:?}", pair.b.reorder_stats());
+    pair
+}
+
+#[test]
+fn lost_data_is_asked_for_resent_and_delivered_in_order() {
+    // 35 ms apart: the packets behind the loss wait about that long for
+    // the far path anyway, and the repair comes within that wait.
+    let pair = lose_one_packet_once(&[5, 40]);
     let stats = pair.b.reorder_stats();
     assert_eq!(
-        (stats.repairs_requested, stats.repaired),
-        (1, 1),
+        (stats.repairs_requested, stats.repaired, stats.repaired_late),
+        (1, 1, 0),
         "{stats:?}"
     );
+}
+
+#[test]
+fn a_repair_that_would_hold_the_packets_behind_it_past_the_hold_is_handed_out_late() {
+    // 3 ms apart: the hold is a few milliseconds, a repair takes a round
+    // trip. Held for it, every packet behind the loss would wait that
+    // round trip; the inner flow takes a packet a little out of order for
+    // reordering, and a loss for congestion.
+    let pair = lose_one_packet_once(&[5, 8]);
+    let stats = pair.b.reorder_stats();
+    assert_eq!(
+        (stats.repairs_requested, stats.repaired, stats.repaired_late),
+        (1, 0, 1),
+        "{stats:?}"
+    );
+    let wait = pair.b.waits().quantile(1.0).expect("something waited");
+    assert!(wait <= pair.b.reorder.hold() + MS, "waited {wait:?}");
     // Once on path 1, and once more on path 0, where it arrives 3 ms sooner.
     let resent: Vec<u64> = (0..2)
         .map(|i| pair.a.path_stats(PathId(i)).resent)

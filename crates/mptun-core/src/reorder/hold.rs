@@ -119,6 +119,12 @@ impl Hold {
         self.timed_out.note(seq);
     }
 
+    /// `seq`, given up on as lost, came late as a repair: a copy of it
+    /// that comes later still says nothing of how far paths reorder.
+    pub fn repaired_late(&mut self, seq: Seq) {
+        self.timed_out.take(seq);
+    }
+
     /// `seq` arrived after it was passed; if the timer had given up on it,
     /// it was too early: wait longer from now on.
     pub fn late(&mut self, seq: Seq) {

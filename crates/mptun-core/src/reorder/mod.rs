@@ -7,7 +7,8 @@
 //! every path has delivered past is lost: asked for again while packets
 //! come densely (unless every path was congested: then the loss is the
 //! inner flow's signal), else released at once. Any other gap is released after
-//! the hold.
+//! the hold, and nothing waits longer than the hold for a repair either: one
+//! that comes later is handed out late, out of order.
 
 mod evidence;
 mod histogram;
@@ -21,7 +22,7 @@ use std::time::{Duration, Instant};
 use evidence::LossEvidence;
 pub use histogram::HoldHistogram;
 use hold::Hold;
-use repair::Repairs;
+use repair::{Repairs, WantedLate};
 use window::Window;
 
 use crate::path::{PathId, PathSet};
@@ -67,8 +68,9 @@ pub enum Verdict {
     InOrder,
     /// It waits for an earlier packet.
     Buffered,
-    /// It was released as lost after a pause and asked for all the same
-    /// (see [`ReorderBuffer::handle_packet`]): handed out now, out of order.
+    /// It was released as lost but asked for all the same (found after a
+    /// pause, or its repair slower than the hold, see
+    /// [`ReorderBuffer::handle_timeout`]): handed out now, out of order.
     Late,
 }
 
@@ -131,15 +133,16 @@ pub struct ReorderStats {
     /// down, and a repair would hide it (and hold everything behind it for
     /// a round trip through that queue).
     pub congestion_losses: u64,
-    /// Lost packets found after a pause, released as lost and asked for
-    /// all the same, whose repair came and was handed out late.
+    /// Lost packets released as lost and asked for all the same (found
+    /// after a pause, or their repair slower than the hold), whose repair
+    /// came and was handed out late.
     pub repaired_late: u64,
 }
 
-/// Delivers packets in sequence order (a late repair of a loss found after a
-/// pause excepted, see [`Verdict::Late`]), waiting a bounded time for
-/// gaps, in bounded memory. Generic over the packet `P`, which it only holds
-/// and hands back.
+/// Delivers packets in sequence order (a repair that comes after the packets
+/// behind it were released excepted, see [`Verdict::Late`]), waiting a
+/// bounded time for gaps, in bounded memory. Generic over the packet `P`,
+/// which it only holds and hands back.
 ///
 /// Sans-IO: the caller passes the current time in and asks
 /// [`poll_timeout`](Self::poll_timeout) when to call
@@ -155,18 +158,13 @@ pub struct ReorderBuffer<P> {
     ready: VecDeque<P>,
     /// How long released packets waited.
     waits: HoldHistogram,
-    /// Losses found after a pause: released as lost at once, so as not to
-    /// hold what revealed them, but asked for, and handed out late if their
-    /// repair comes, with when each was asked for. Oldest first, at most
-    /// [`LATE_WANTED_MAX`], none asked for longer ago than a repair is
-    /// waited for.
-    late_wanted: VecDeque<(Seq, Instant)>,
+    /// Losses released while asked for, so as not to hold what came after
+    /// them (found after a pause, or their repair not come when the packet
+    /// behind had waited the hold), to be handed out late if their repair
+    /// comes.
+    wanted_late: WantedLate,
     stats: ReorderStats,
 }
-
-/// Most losses found after a pause remembered for late delivery: far more
-/// than sparse traffic loses within a repair time.
-const LATE_WANTED_MAX: usize = 256;
 
 /// Why gaps were given up on.
 #[derive(Clone, Copy)]
@@ -189,7 +187,7 @@ impl<P> ReorderBuffer<P> {
             hold: Hold::new(config.hold),
             ready: VecDeque::new(),
             waits: HoldHistogram::default(),
-            late_wanted: VecDeque::new(),
+            wanted_late: WantedLate::default(),
             stats: ReorderStats::default(),
         }
     }
@@ -202,7 +200,7 @@ impl<P> ReorderBuffer<P> {
         self.window.restart(seq);
         self.evidence.clear();
         self.repairs.restart(seq);
-        self.late_wanted.clear();
+        self.wanted_late.clear();
     }
 
     /// Return the counters.
@@ -266,7 +264,11 @@ impl<P> ReorderBuffer<P> {
         packet: P,
     ) -> Result<Verdict, (DropReason, P)> {
         let seq = arrival.seq;
-        let wanted_late = self.take_wanted_late(now, seq);
+        // Every arrival is looked up: a loss found after a pause may be
+        // asked for before it is skipped, and a copy that comes then is
+        // delivered in order.
+        self.wanted_late.forget_overdue(now, self.repair_max());
+        let wanted_late = self.wanted_late.take(seq);
         let offset = seq.distance_from(self.window.next());
         let capacity = self.config.capacity.max(1) as i64;
         if offset >= capacity {
@@ -286,6 +288,7 @@ impl<P> ReorderBuffer<P> {
 
         let offset = seq.distance_from(self.window.next());
         if offset < 0 && wanted_late {
+            self.hold.repaired_late(seq);
             self.stats.repaired_late += 1;
             self.ready.push_back(packet);
             return Ok(Verdict::Late);
@@ -331,17 +334,19 @@ impl<P> ReorderBuffer<P> {
     /// Return when [`handle_timeout`](Self::handle_timeout) must next be called.
     pub fn poll_timeout(&self) -> Option<Instant> {
         let (at, _) = self.window.oldest()?;
-        // A lost front gap whose repair was asked for waits for the repair,
-        // however long the hold.
+        // A lost front gap's repair is waited for until it is overdue, but
+        // nothing held waits longer than the hold for it.
+        let held_out = at + self.hold();
         Some(
             self.repair_deadline(self.window.next())
-                .unwrap_or(at + self.hold()),
+                .map_or(held_out, |due| due.min(held_out)),
         )
     }
 
     /// Skip every gap that has been waited for as long as the hold time,
-    /// unless its repair is still due, and every gap whose repair is
-    /// overdue.
+    /// and every gap whose repair is overdue. A gap skipped while its
+    /// repair is still due is handed out late if the repair comes: no
+    /// packet waits longer than the hold, repairs included.
     pub fn handle_timeout(&mut self, now: Instant) {
         // A path that died as a gap opened has been silent for about the
         // hold time when the gap's hold runs out: a little more or a little
@@ -369,14 +374,15 @@ impl<P> ReorderBuffer<P> {
             // What is still missing before the packet that waited the hold
             // is most likely lost, though not every path has said so (one
             // that carries little may deliver nothing past it for long):
-            // ask for it, and wait for the repair rather than give it up.
+            // ask for it.
             self.judge_gaps(now, seq, None);
-            // Give up on everything before the packet that waited longest
-            // (it and whatever follows it contiguously are released), but
-            // not on a gap whose repair is still due.
-            if let Some(gap) = self.repairs.due_before(seq, now, self.repair_max()) {
-                self.skip_to(now, gap, Skip::Timeout);
-                break;
+            // Release the packet that waited longest, and whatever follows
+            // it contiguously. A repair still due before it comes late:
+            // held for it, every packet behind a loss would wait a round
+            // trip, and the inner flow's own loss recovery takes a repair
+            // that comes a little out of order for reordering.
+            for (gap, asked) in self.repairs.due_before(seq, now, self.repair_max()) {
+                self.wanted_late.note(gap, asked);
             }
             self.skip_to(now, seq, Skip::Timeout);
         }
@@ -439,36 +445,9 @@ impl<P> ReorderBuffer<P> {
     /// the flow a retransmission timeout and its slow start; late, it is
     /// only reordered.
     fn want_late(&mut self, now: Instant, gap: Seq) {
-        if self.late_wanted.iter().any(|&(s, _)| s == gap) {
-            return;
-        }
-        if self.late_wanted.len() >= LATE_WANTED_MAX {
-            self.late_wanted.pop_front();
-        }
-        self.late_wanted.push_back((gap, now));
-        self.repairs.ask_unawaited(gap);
-        self.stats.repairs_requested += 1;
-    }
-
-    /// Forget `seq` as wanted late; return whether it was. A repair not
-    /// come within the longest a repair is waited for is not coming (its
-    /// NACK or the repair was lost), and is forgotten first: every packet
-    /// is looked up here, and the list stays empty while nothing is lost
-    /// after a pause.
-    fn take_wanted_late(&mut self, now: Instant, seq: Seq) -> bool {
-        let max = self.repair_max();
-        while let Some(&(_, asked)) = self.late_wanted.front() {
-            if now.saturating_duration_since(asked) <= max {
-                break;
-            }
-            self.late_wanted.pop_front();
-        }
-        match self.late_wanted.iter().position(|&(s, _)| s == seq) {
-            Some(i) => {
-                self.late_wanted.remove(i);
-                true
-            }
-            None => false,
+        if self.wanted_late.note(gap, now) {
+            self.repairs.ask_unawaited(gap);
+            self.stats.repairs_requested += 1;
         }
     }
 
@@ -686,13 +665,16 @@ mod tests {
             self.feed_packet(ms, path, seq, 0, false)
         }
 
-        /// Feed the repair of `seq` at `ms`, and check that everything
-        /// up to `end` is then delivered in order, nothing given up.
-        fn repair_arrives(&mut self, ms: u64, seq: u32, end: u32) {
-            self.feed(ms, P0, seq);
-            assert_eq!(self.delivered, (0..end).collect::<Vec<_>>());
+        /// Check that the packets held behind `seq` (`behind`) were
+        /// released when the oldest of them had waited the hold, then that
+        /// its repair, fed at `ms`, is handed out late.
+        fn repair_comes_late(&mut self, ms: u64, seq: u32, behind: std::ops::Range<u32>) {
+            let before: Vec<u32> = (0..seq).chain(behind).collect();
+            assert_eq!(self.delivered, before, "released at the hold time");
+            assert_eq!(self.feed(ms, P0, seq), Late);
+            assert_eq!(self.delivered.last(), Some(&seq));
             let stats = self.buf.stats();
-            assert_eq!((stats.repaired, stats.skipped_timeout), (1, 0));
+            assert_eq!((stats.repaired, stats.repaired_late), (0, 1));
         }
 
         fn tick(&mut self, ms: u64) {
@@ -788,6 +770,31 @@ mod tests {
     }
 
     #[test]
+    fn a_repair_slower_than_the_hold_is_handed_out_late_not_waited_for() {
+        // The hold is 10 ms, a repair takes 50: held for it, everything
+        // behind the loss would wait 50 ms.
+        let mut h = Harness::new(config());
+        let hold = Duration::from_millis(10);
+        h.buf.set_hold_hint(Some(hold));
+        h.buf.set_repair_hint(Some(Duration::from_millis(50)));
+        h.feed(0, P1, 0);
+        h.feed(1, P0, 2);
+        h.feed(2, P1, 3);
+        assert_eq!(h.buf.poll_nacks(), vec![Seq(1)]);
+        h.feed(3, P0, 4);
+        assert_eq!(h.buf.poll_timeout(), Some(h.at(11)), "2 waits the hold");
+        h.tick(10);
+        assert_eq!(h.delivered, vec![0], "released before the hold ran out");
+        h.tick(11);
+        h.repair_comes_late(40, 1, 2..5);
+        assert_eq!(h.buf.stats().skipped_timeout, 1);
+        // Its second copy, on the other path, is stale, and teaches the
+        // hold nothing: the gap was a loss, not a reordering.
+        assert_eq!(h.feed(42, P1, 1), Dropped(DropReason::Stale));
+        assert_eq!(h.buf.hold(), hold);
+    }
+
+    #[test]
     fn an_overdue_repair_releases_its_gap_as_a_loss_and_lengthens_the_wait() {
         let mut h = Harness::repairing();
         h.feed(0, P1, 0);
@@ -838,7 +845,7 @@ mod tests {
         // The repair was lost; a copy this late is no repair of ours.
         let late = 100 + REPAIR_WAIT_MAX.as_millis() as u64 + 1;
         assert_eq!(h.feed(late, P0, 1), Dropped(DropReason::Stale));
-        assert!(h.buf.late_wanted.is_empty());
+        assert!(h.buf.wanted_late.is_empty());
         assert_eq!(h.buf.stats().repaired_late, 0);
     }
 
@@ -858,8 +865,7 @@ mod tests {
         h.feed(20, P0, 21);
         assert_eq!(h.buf.poll_nacks(), vec![Seq(1)]);
         h.tick(21);
-        assert_eq!(h.delivered, vec![0], "given up at the hold time");
-        h.repair_arrives(26, 1, 22);
+        h.repair_comes_late(26, 1, 2..22);
     }
 
     #[test]
@@ -879,8 +885,7 @@ mod tests {
         assert_eq!(h.buf.poll_timeout(), Some(h.at(20)));
         h.tick(20);
         assert_eq!(h.buf.poll_nacks(), vec![Seq(2)]);
-        assert_eq!(h.delivered, vec![0, 1], "given up at the hold time");
-        h.repair_arrives(25, 2, 16);
+        h.repair_comes_late(25, 2, 3..16);
     }
 
     #[test]
@@ -888,7 +893,7 @@ mod tests {
         // 2 was lost on path 0. Path 1 carries little, and what it does
         // bring is older (1, late): it never delivers past 2, yet it is
         // not silent. Once 3 has waited the hold, 2 is most likely lost:
-        // asked for, and waited for one repair time more.
+        // asked for, and handed out late.
         let mut h = Harness::repairing();
         h.feed(0, P1, 0);
         for seq in 3..13 {
@@ -902,8 +907,7 @@ mod tests {
         assert_eq!(h.buf.poll_timeout(), Some(h.at(21)));
         h.tick(21);
         assert_eq!(h.buf.poll_nacks(), vec![Seq(2)]);
-        assert_eq!(h.delivered, vec![0, 1], "given up at the hold time");
-        h.repair_arrives(25, 2, 13);
+        h.repair_comes_late(25, 2, 3..13);
     }
 
     #[test]

@@ -120,13 +120,19 @@ impl Repairs {
         Some(self.due(asked, max))
     }
 
-    /// Return the first gap before `seq` whose repair is still due at
-    /// `now`.
-    pub fn due_before(&self, seq: Seq, now: Instant, max: Duration) -> Option<Seq> {
+    /// Return the gaps before `seq` whose repair is still due at `now`,
+    /// with when each was asked for.
+    pub fn due_before(
+        &self,
+        seq: Seq,
+        now: Instant,
+        max: Duration,
+    ) -> impl Iterator<Item = (Seq, Instant)> + '_ {
         self.awaiting
             .iter()
-            .find(|&&(gap, asked)| gap.is_before(seq) && self.due(asked, max) > now)
-            .map(|&(gap, _)| gap)
+            .take_while(move |&&(gap, _)| gap.is_before(seq))
+            .filter(move |&&(_, asked)| self.due(asked, max) > now)
+            .copied()
     }
 
     /// `gap` was given up on while its repair was awaited.
@@ -153,5 +159,63 @@ impl Repairs {
         {
             self.awaiting.pop_front();
         }
+    }
+}
+
+/// Most losses remembered for late delivery: a 1 Gbit/s flow losing 2%
+/// loses about 170 in the 100 ms a repair may take.
+const WANTED_LATE_MAX: usize = 256;
+
+/// Losses released while asked for, to be handed out late if their repair
+/// comes, with when each was asked for. Oldest first, at most
+/// [`WANTED_LATE_MAX`].
+#[derive(Clone, Debug, Default)]
+pub(crate) struct WantedLate(VecDeque<(Seq, Instant)>);
+
+impl WantedLate {
+    /// Remember `gap`, asked for at `asked`; return whether it was not
+    /// already. Once only: its repair may come twice, and only one copy may
+    /// be handed out.
+    pub fn note(&mut self, gap: Seq, asked: Instant) -> bool {
+        if self.0.iter().any(|&(s, _)| s == gap) {
+            return false;
+        }
+        if self.0.len() >= WANTED_LATE_MAX {
+            self.0.pop_front();
+        }
+        self.0.push_back((gap, asked));
+        true
+    }
+
+    /// Forget those asked for longer ago than `max`, the longest a repair
+    /// is waited for: theirs is not coming (the NACK or the repair was
+    /// lost).
+    pub fn forget_overdue(&mut self, now: Instant, max: Duration) {
+        while let Some(&(_, asked)) = self.0.front() {
+            if now.saturating_duration_since(asked) <= max {
+                break;
+            }
+            self.0.pop_front();
+        }
+    }
+
+    /// Forget `seq`; return whether it was wanted.
+    pub fn take(&mut self, seq: Seq) -> bool {
+        match self.0.iter().position(|&(s, _)| s == seq) {
+            Some(i) => {
+                self.0.remove(i);
+                true
+            }
+            None => false,
+        }
+    }
+
+    pub fn clear(&mut self) {
+        self.0.clear();
+    }
+
+    #[cfg(test)]
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
     }
 }
