@@ -795,6 +795,30 @@ mod tests {
     }
 
     #[test]
+    fn every_repair_of_a_burst_of_losses_is_handed_out_late() {
+        // 300 losses at once, as a queue overflowing on a busy path gives:
+        // every repair that comes is handed out, none is dropped as stale
+        // for having been forgotten.
+        let mut h = Harness::new(ReorderConfig {
+            hold: Duration::from_millis(20),
+            capacity: 1024,
+        });
+        h.buf.set_repair_hint(Some(Duration::from_millis(50)));
+        h.feed(0, P1, 0);
+        for seq in (2..=600).step_by(2) {
+            h.feed(1, P0, seq);
+        }
+        h.feed(2, P1, 601);
+        assert_eq!(h.buf.poll_nacks().len(), 300);
+        h.tick(21);
+        assert_eq!(h.delivered.len(), 302, "released at the hold");
+        for seq in (1..600).step_by(2) {
+            assert_eq!(h.feed(30, P0, seq), Late, "{seq}");
+        }
+        assert_eq!(h.buf.stats().repaired_late, 300);
+    }
+
+    #[test]
     fn an_overdue_repair_releases_its_gap_as_a_loss_and_lengthens_the_wait() {
         let mut h = Harness::repairing();
         h.feed(0, P1, 0);

@@ -1,7 +1,7 @@
 //! Repairs: lost packets asked for again, and how long their repair is
 //! waited for.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use super::hold::{GivenUp, Learned};
@@ -162,28 +162,35 @@ impl Repairs {
     }
 }
 
-/// Most losses remembered for late delivery: a 1 Gbit/s flow losing 2%
-/// loses about 170 in the 100 ms a repair may take.
-const WANTED_LATE_MAX: usize = 256;
+/// Most losses remembered for late delivery: as many as repairs are awaited
+/// at once. A loss forgotten before its repair comes is one the inner flow
+/// has to recover itself.
+const WANTED_LATE_MAX: usize = MAX_AWAITING;
 
 /// Losses released while asked for, to be handed out late if their repair
-/// comes, with when each was asked for. Oldest first, at most
-/// [`WANTED_LATE_MAX`].
+/// comes: when each was asked for, by sequence number (every arriving
+/// packet is looked up), and in the order asked, to forget the oldest
+/// first. An entry of the order whose number is no longer wanted, or was
+/// asked for again since, is skipped.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct WantedLate(VecDeque<(Seq, Instant)>);
+pub(crate) struct WantedLate {
+    asked: HashMap<Seq, Instant>,
+    order: VecDeque<(Seq, Instant)>,
+}
 
 impl WantedLate {
     /// Remember `gap`, asked for at `asked`; return whether it was not
     /// already. Once only: its repair may come twice, and only one copy may
     /// be handed out.
     pub fn note(&mut self, gap: Seq, asked: Instant) -> bool {
-        if self.0.iter().any(|&(s, _)| s == gap) {
+        if self.asked.contains_key(&gap) {
             return false;
         }
-        if self.0.len() >= WANTED_LATE_MAX {
-            self.0.pop_front();
+        while self.asked.len() >= WANTED_LATE_MAX {
+            self.forget_oldest();
         }
-        self.0.push_back((gap, asked));
+        self.asked.insert(gap, asked);
+        self.order.push_back((gap, asked));
         true
     }
 
@@ -191,31 +198,39 @@ impl WantedLate {
     /// is waited for: theirs is not coming (the NACK or the repair was
     /// lost).
     pub fn forget_overdue(&mut self, now: Instant, max: Duration) {
-        while let Some(&(_, asked)) = self.0.front() {
+        while let Some(&(_, asked)) = self.order.front() {
             if now.saturating_duration_since(asked) <= max {
                 break;
             }
-            self.0.pop_front();
+            self.forget_oldest();
+        }
+    }
+
+    fn forget_oldest(&mut self) {
+        if let Some((seq, asked)) = self.order.pop_front() {
+            if self.asked.get(&seq) == Some(&asked) {
+                self.asked.remove(&seq);
+            }
         }
     }
 
     /// Forget `seq`; return whether it was wanted.
     pub fn take(&mut self, seq: Seq) -> bool {
-        match self.0.iter().position(|&(s, _)| s == seq) {
-            Some(i) => {
-                self.0.remove(i);
-                true
-            }
-            None => false,
+        if self.asked.is_empty() {
+            // Nothing lost lately: the common case, without a hash.
+            self.order.clear();
+            return false;
         }
+        self.asked.remove(&seq).is_some()
     }
 
     pub fn clear(&mut self) {
-        self.0.clear();
+        self.asked.clear();
+        self.order.clear();
     }
 
     #[cfg(test)]
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.asked.is_empty()
     }
 }
