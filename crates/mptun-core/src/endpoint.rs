@@ -27,6 +27,14 @@ const NEW_RUN_FIRST_PACKETS: u32 = 1024;
 /// old run can still be opened, so a replay cannot bring it back.
 const EPOCH_FORGET: Duration = Duration::from_secs(180);
 
+/// How much longer than the paths' delay spread the packets behind a lost
+/// one wait for its repair. A held TCP segment waits out the spread anyway
+/// (see [`crate::equalize`]), so a repair within it costs the flow nothing;
+/// one later than a few milliseconds more costs every packet behind it
+/// more than handing it out late costs the flow's loss recovery, which
+/// takes it for reordering.
+const REPAIR_PATIENCE_MARGIN: Duration = Duration::from_millis(5);
+
 /// What an [`Endpoint`] is built from.
 #[derive(Clone, Debug)]
 pub struct EndpointConfig {
@@ -810,6 +818,11 @@ impl Endpoint {
     fn update_hints(&mut self, now: Instant) {
         self.reorder.set_hold_hint(self.paths.hold_hint(now));
         self.reorder.set_repair_hint(self.paths.repair_hint());
+        self.reorder.set_repair_patience(
+            self.paths
+                .equalize_wait(now, self.max_equalize)
+                .map(|spread| spread + REPAIR_PATIENCE_MARGIN),
+        );
     }
 }
 

@@ -7,8 +7,8 @@
 //! every path has delivered past is lost: asked for again while packets
 //! come densely (unless every path was congested: then the loss is the
 //! inner flow's signal), else released at once. Any other gap is released after
-//! the hold, and nothing waits longer than the hold for a repair either: one
-//! that comes later is handed out late, out of order.
+//! the hold. Nothing waits longer than the repair patience (at most the hold)
+//! for a repair: one that comes later is handed out late, out of order.
 
 mod evidence;
 mod histogram;
@@ -163,6 +163,9 @@ pub struct ReorderBuffer<P> {
     /// behind had waited the hold), to be handed out late if their repair
     /// comes.
     wanted_late: WantedLate,
+    /// How long the packets behind a lost one may wait for its repair, if
+    /// less than the hold.
+    repair_patience: Option<Duration>,
     stats: ReorderStats,
 }
 
@@ -188,6 +191,7 @@ impl<P> ReorderBuffer<P> {
             ready: VecDeque::new(),
             waits: HoldHistogram::default(),
             wanted_late: WantedLate::default(),
+            repair_patience: None,
             stats: ReorderStats::default(),
         }
     }
@@ -339,14 +343,15 @@ impl<P> ReorderBuffer<P> {
         let held_out = at + self.hold();
         Some(
             self.repair_deadline(self.window.next())
-                .map_or(held_out, |due| due.min(held_out)),
+                .map_or(held_out, |due| due.min(at + self.repair_patience())),
         )
     }
 
     /// Skip every gap that has been waited for as long as the hold time,
-    /// and every gap whose repair is overdue. A gap skipped while its
-    /// repair is still due is handed out late if the repair comes: no
-    /// packet waits longer than the hold, repairs included.
+    /// every gap whose repair is overdue, and every gap whose repair the
+    /// packets behind it have waited for as long as the repair patience. A
+    /// gap skipped while its repair is still due is handed out late if the
+    /// repair comes.
     pub fn handle_timeout(&mut self, now: Instant) {
         // A path that died as a gap opened has been silent for about the
         // hold time when the gap's hold runs out: a little more or a little
@@ -364,6 +369,22 @@ impl<P> ReorderBuffer<P> {
                 self.skip_to(now, next.next(), Skip::Timeout);
                 self.release_losses(now);
                 continue;
+            }
+            // A lost packet asked for is worth less wait than a gap that may
+            // only be late: its repair comes a round trip after the loss.
+            if let (true, Some((arrived, _))) = (self.window.front_is_gap(), self.window.oldest()) {
+                if now.saturating_duration_since(arrived) >= self.repair_patience() {
+                    let due = self
+                        .repairs
+                        .due_before(next.next(), now, self.repair_max())
+                        .next();
+                    if let Some((gap, asked)) = due {
+                        self.wanted_late.note(gap, asked);
+                        self.skip_to(now, next.next(), Skip::Timeout);
+                        self.release_losses(now);
+                        continue;
+                    }
+                }
             }
             let Some((arrived, seq)) = self.window.oldest() else {
                 break;
@@ -387,6 +408,18 @@ impl<P> ReorderBuffer<P> {
             self.skip_to(now, seq, Skip::Timeout);
         }
         self.release_losses(now);
+    }
+
+    /// Set how long the packets behind a lost one may wait for its repair,
+    /// if less than the hold; `None` waits the hold.
+    pub fn set_repair_patience(&mut self, patience: Option<Duration>) {
+        self.repair_patience = patience;
+    }
+
+    /// Return how long the packets behind a lost one wait for its repair.
+    fn repair_patience(&self) -> Duration {
+        let hold = self.hold();
+        self.repair_patience.map_or(hold, |p| p.min(hold))
     }
 
     /// Return the longest a lost packet's repair is waited for: the hold's
@@ -792,6 +825,33 @@ mod tests {
         // hold nothing: the gap was a loss, not a reordering.
         assert_eq!(h.feed(42, P1, 1), Dropped(DropReason::Stale));
         assert_eq!(h.buf.hold(), hold);
+    }
+
+    #[test]
+    fn the_packets_behind_a_loss_wait_for_its_repair_no_longer_than_the_patience() {
+        // The hold covers how far the paths reorder (40 ms); a packet known
+        // lost is waited for only as long as the patience (10 ms).
+        let mut h = Harness::new(ReorderConfig {
+            hold: Duration::from_millis(100),
+            capacity: 64,
+        });
+        h.buf.set_hold_hint(Some(Duration::from_millis(40)));
+        h.buf.set_repair_hint(Some(Duration::from_millis(50)));
+        h.buf.set_repair_patience(Some(Duration::from_millis(10)));
+        h.feed(0, P1, 0);
+        h.feed(1, P0, 2);
+        h.feed(2, P1, 3);
+        assert_eq!(h.buf.poll_nacks(), vec![Seq(1)]);
+        h.feed(3, P0, 4);
+        assert_eq!(h.buf.poll_timeout(), Some(h.at(11)));
+        h.tick(10);
+        assert_eq!(h.delivered, vec![0], "released before the patience ran out");
+        h.tick(11);
+        h.repair_comes_late(30, 1, 2..5);
+        // A gap path 1 may still fill is waited for the whole hold.
+        h.feed(40, P0, 6);
+        assert!(h.buf.poll_nacks().is_empty());
+        assert_eq!(h.buf.poll_timeout(), Some(h.at(80)));
     }
 
     #[test]
