@@ -133,8 +133,8 @@ pub struct MptunDetail {
     /// Of those, packets that came in time to fill their gap.
     pub reorder_repaired: u64,
     /// Repairs that came after the packets behind their loss were released
-    /// (a loss found after a pause, or a repair slower than the hold),
-    /// handed out late.
+    /// (a loss found after a pause, or a repair slower than the repair
+    /// patience), handed out late.
     pub reorder_repaired_late: u64,
     /// Losses on a congested path, released at once, not asked for.
     pub reorder_congestion_losses: u64,

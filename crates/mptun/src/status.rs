@@ -206,7 +206,8 @@ pub struct ReorderStatus {
     /// Losses on a congested path, left to the inner flow unrepaired.
     pub congestion_losses: u64,
     /// Losses whose repair came after the packets behind them were released
-    /// (found after a pause, or slower than the hold), handed out late.
+    /// (found after a pause, or slower than the repair patience), handed
+    /// out late.
     #[serde(default)]
     pub repaired_late: u64,
     /// How long a TCP segment that came the nearest way is held, so that

@@ -69,7 +69,7 @@ pub enum Verdict {
     /// It waits for an earlier packet.
     Buffered,
     /// It was released as lost but asked for all the same (found after a
-    /// pause, or its repair slower than the hold, see
+    /// pause, or its repair slower than the repair patience, see
     /// [`ReorderBuffer::handle_timeout`]): handed out now, out of order.
     Late,
 }
@@ -134,8 +134,8 @@ pub struct ReorderStats {
     /// a round trip through that queue).
     pub congestion_losses: u64,
     /// Lost packets released as lost and asked for all the same (found
-    /// after a pause, or their repair slower than the hold), whose repair
-    /// came and was handed out late.
+    /// after a pause, or their repair slower than the repair patience),
+    /// whose repair came and was handed out late.
     pub repaired_late: u64,
 }
 
@@ -160,8 +160,8 @@ pub struct ReorderBuffer<P> {
     waits: HoldHistogram,
     /// Losses released while asked for, so as not to hold what came after
     /// them (found after a pause, or their repair not come when the packet
-    /// behind had waited the hold), to be handed out late if their repair
-    /// comes.
+    /// behind had waited the repair patience), to be handed out late if
+    /// their repair comes.
     wanted_late: WantedLate,
     /// How long the packets behind a lost one may wait for its repair, if
     /// less than the hold.
@@ -339,7 +339,7 @@ impl<P> ReorderBuffer<P> {
     pub fn poll_timeout(&self) -> Option<Instant> {
         let (at, _) = self.window.oldest()?;
         // A lost front gap's repair is waited for until it is overdue, but
-        // nothing held waits longer than the hold for it.
+        // nothing held waits longer than the repair patience for it.
         let held_out = at + self.hold();
         Some(
             self.repair_deadline(self.window.next())
