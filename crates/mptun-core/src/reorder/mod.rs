@@ -370,25 +370,18 @@ impl<P> ReorderBuffer<P> {
                 self.release_losses(now);
                 continue;
             }
-            // A lost packet asked for is worth less wait than a gap that may
-            // only be late: its repair comes a round trip after the loss.
-            if let (true, Some((arrived, _))) = (self.window.front_is_gap(), self.window.oldest()) {
-                if now.saturating_duration_since(arrived) >= self.repair_patience() {
-                    let due = self
-                        .repairs
-                        .due_before(next.next(), now, self.repair_max())
-                        .next();
-                    if let Some((gap, asked)) = due {
-                        self.wanted_late.note(gap, asked);
-                        self.skip_to(now, next.next(), Skip::Timeout);
-                        self.release_losses(now);
-                        continue;
-                    }
-                }
-            }
             let Some((arrived, seq)) = self.window.oldest() else {
                 break;
             };
+            // A lost packet asked for (its repair still due, as it is not
+            // overdue) is worth less wait than a gap that may only be late:
+            // its repair comes a round trip after the loss.
+            let awaited = self.window.front_is_gap() && self.repair_deadline(next).is_some();
+            if awaited && now.saturating_duration_since(arrived) >= self.repair_patience() {
+                self.release_before(now, next.next());
+                self.release_losses(now);
+                continue;
+            }
             if now.saturating_duration_since(arrived) < self.hold() {
                 break;
             }
@@ -398,16 +391,21 @@ impl<P> ReorderBuffer<P> {
             // ask for it.
             self.judge_gaps(now, seq, None);
             // Release the packet that waited longest, and whatever follows
-            // it contiguously. A repair still due before it comes late:
-            // held for it, every packet behind a loss would wait a round
-            // trip, and the inner flow's own loss recovery takes a repair
-            // that comes a little out of order for reordering.
-            for (gap, asked) in self.repairs.due_before(seq, now, self.repair_max()) {
-                self.wanted_late.note(gap, asked);
-            }
-            self.skip_to(now, seq, Skip::Timeout);
+            // it contiguously.
+            self.release_before(now, seq);
         }
         self.release_losses(now);
+    }
+
+    /// Give up on every gap before `end` and release what is held there. A
+    /// repair still due comes late: held for it, every packet behind a loss
+    /// would wait a round trip, and the inner flow's own loss recovery
+    /// takes a repair that comes a little out of order for reordering.
+    fn release_before(&mut self, now: Instant, end: Seq) {
+        for (gap, asked) in self.repairs.due_before(end, now, self.repair_max()) {
+            self.wanted_late.note(gap, asked);
+        }
+        self.skip_to(now, end, Skip::Timeout);
     }
 
     /// Set how long the packets behind a lost one may wait for its repair,
