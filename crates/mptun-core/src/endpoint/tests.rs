@@ -710,12 +710,14 @@ fn a_slow_path_is_measured_within_tens_of_milliseconds_of_queueing() {
     // span of a rate sample (80 ms) it would go on crediting the path with
     // the initial guess (100 Mbit/s) and overrun its queue first.
     let mut pair = Pair::new(&[5, 5]);
-    pair.run(0, 600);
+    // Long enough idle for the path's jitter to be measured (none), so
+    // that the queue is not taken for jitter.
+    pair.run(0, 1500);
     // 3 ms of queue, standing before the data (A's own probes, 10 a second
     // while A sends nothing, take a few hundred ms to show it).
     pair.delays[1] = Some(8 * MS);
-    pair.run(600, 1000);
-    for (k, ms) in (1000..1060u64).enumerate() {
+    pair.run(1500, 1900);
+    for (k, ms) in (1900..1960u64).enumerate() {
         let data = plaintext(&ip_packet(1210), &data_trailer(k as u32, k as u32, EPOCH_A));
         pair.b
             .handle_datagrams(pair.at(ms), PathId(1), &mut vec![data]);

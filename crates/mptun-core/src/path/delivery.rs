@@ -241,20 +241,23 @@ impl Delivery {
     /// Take the receive report in a probe that arrived at `now`; `queued_us`
     /// is the path's queueing delay as the echoes measured it, `jitter_us`
     /// how much its one-way delay varies from one echo to the next while it
-    /// carries none of our data. Return
-    /// whether packets sent into a standing queue were lost beyond the
-    /// path's random loss: its queue overflowed.
+    /// carries none of our data (`None` if not measured yet: only a deep
+    /// queue is then told from jitter). Return whether packets sent into a
+    /// standing queue were lost beyond the path's random loss: its queue
+    /// overflowed.
     pub fn handle_report(
         &mut self,
         now: Instant,
         probe: &Probe,
         queued_us: f64,
-        jitter_us: f64,
+        jitter_us: Option<f64>,
         context: LossContext,
     ) -> bool {
         let mut overflowed = false;
-        let queued = queued_us > QUEUED_US + QUEUED_JITTERS * jitter_us;
         let deep = queued_us > QUEUED_DEEP_US;
+        let queued = jitter_us.map_or(deep, |jitter| {
+            queued_us > QUEUED_US + QUEUED_JITTERS * jitter
+        });
         let mut report = ReceiveReport::of(probe);
         if let Some(last) = self.last_report {
             if report.rx_bytes < last.rx_bytes || report.rx_packets < last.rx_packets {
@@ -386,7 +389,7 @@ mod tests {
                 ..Probe::default()
             };
             let now = start + Duration::from_millis(i * 100);
-            d.handle_report(now, &probe, queued_us, 0.0, SETTLED);
+            d.handle_report(now, &probe, queued_us, Some(0.0), SETTLED);
         }
         d.capacity()
     }

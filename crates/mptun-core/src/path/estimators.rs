@@ -136,15 +136,29 @@ impl DelayTracker {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct StepJitter {
     last: Option<i64>,
-    mean: Option<f64>,
+    mean: f64,
+    steps: u32,
+    largest: f64,
 }
+
+/// Steps before their mean stands for the jitter: a path is measured only
+/// while idle, often a handful of probes before a flow keeps it busy, and
+/// the mean of a few steps of a jittery path can be a fraction of its
+/// jitter. Until then the largest step stands for it.
+const STEP_JITTER_WARM: u32 = 8;
 
 impl StepJitter {
     /// Take one sample.
     pub fn update(&mut self, sample: i64) {
         if let Some(last) = self.last {
             let step = (i128::from(sample) - i128::from(last)).unsigned_abs() as f64;
-            self.mean = Some(self.mean.map_or(step, |m| 0.875 * m + 0.125 * step));
+            self.steps = self.steps.saturating_add(1);
+            self.largest = self.largest.max(step);
+            if self.steps <= STEP_JITTER_WARM {
+                self.mean += (step - self.mean) / f64::from(self.steps);
+            } else {
+                self.mean = 0.875 * self.mean + 0.125 * step;
+            }
         }
         self.last = Some(sample);
     }
@@ -154,9 +168,14 @@ impl StepJitter {
         self.last = None;
     }
 
-    /// Return the mean difference, 0 before two samples.
-    pub fn get(&self) -> f64 {
-        self.mean.unwrap_or(0.0)
+    /// Return the jitter, µs: the mean step once there are enough, the
+    /// largest before; `None` before two samples.
+    pub fn get(&self) -> Option<f64> {
+        match self.steps {
+            0 => None,
+            n if n < STEP_JITTER_WARM => Some(self.largest),
+            _ => Some(self.mean),
+        }
     }
 }
 
@@ -259,13 +278,34 @@ mod tests {
         assert!(d.queueing() < 1.0);
     }
 
+    fn jitter(j: &StepJitter) -> f64 {
+        j.get().expect("two samples taken")
+    }
+
+    #[test]
+    fn step_jitter_of_a_few_steps_is_their_largest() {
+        let mut j = StepJitter::default();
+        j.update(5_000);
+        assert_eq!(j.get(), None);
+        // Steps of 0.5, 3 and 1 ms: their mean would be half the largest.
+        for owd in [5_500, 2_500, 3_500] {
+            j.update(owd);
+        }
+        assert_eq!(j.get(), Some(3_000.0));
+        // Warm: the mean of the steps, then a moving one.
+        for owd in [3_500, 3_500, 3_500, 3_500, 3_500] {
+            j.update(owd);
+        }
+        assert!((jitter(&j) - 4_500.0 / 8.0).abs() < 1.0, "{}", jitter(&j));
+    }
+
     #[test]
     fn step_jitter_follows_alternation_not_a_step() {
         let mut j = StepJitter::default();
         for i in 0..40 {
             j.update(if i % 2 == 0 { 1_000 } else { 5_000 });
         }
-        assert!((j.get() - 4_000.0).abs() < 100.0, "{}", j.get());
+        assert!((jitter(&j) - 4_000.0).abs() < 100.0, "{}", jitter(&j));
         let mut j = StepJitter::default();
         j.update(1_000);
         j.update(1_000);
@@ -273,13 +313,13 @@ mod tests {
         for _ in 0..20 {
             j.update(9_000);
         }
-        assert!(j.get() < 200.0, "{}", j.get());
+        assert!(jitter(&j) < 200.0, "{}", jitter(&j));
         // Across a gap nothing is compared.
         j.interrupt();
         j.update(i64::MIN);
-        assert!(j.get() < 200.0, "{}", j.get());
+        assert!(jitter(&j) < 200.0, "{}", jitter(&j));
         j.update(i64::MAX);
-        assert!(j.get().is_finite());
+        assert!(jitter(&j).is_finite());
     }
 
     #[test]
