@@ -39,6 +39,9 @@ pub(crate) struct LossEvidence {
     highest_seen: Option<Seq>,
     /// The paths the sender stripes over, as of its latest packet.
     in_use: PathSet,
+    /// When each path last joined `in_use`: a path the sender just took up
+    /// again has not been silent, its first packets are on their way.
+    joined: [Option<Instant>; MAX_PATHS],
     /// Where a congested path lost packets: it skipped path sequence
     /// numbers just before a packet sent into a standing queue. Oldest
     /// first.
@@ -87,6 +90,11 @@ impl LossEvidence {
         }
         if self.highest_seen.is_none_or(|h| !arrival.seq.is_before(h)) {
             self.highest_seen = Some(arrival.seq);
+            for p in arrival.paths_in_use.iter() {
+                if !self.in_use.contains(p) {
+                    self.joined[p.index()] = Some(now);
+                }
+            }
             self.in_use = arrival.paths_in_use;
         }
     }
@@ -119,7 +127,9 @@ impl LossEvidence {
     /// only slow, its packet comes twice, and the first copy fills the gap.
     /// When a burst starts after a pause, every path has been silent, and
     /// none of them is dead for it: a path is silent only if others went on
-    /// delivering after it stopped, for half of `quiet` at least.
+    /// delivering after it stopped, for half of `quiet` at least. Nor is a
+    /// path the sender has just taken up again: its silence counts from
+    /// then.
     pub fn evident(&self, now: Instant, quiet: Duration) -> Option<Seq> {
         let talked_until = self.last_arrival.unwrap_or(now);
         let silent = |heard: Instant| {
@@ -128,7 +138,7 @@ impl LossEvidence {
         };
         let mut evident: Option<Seq> = None;
         for p in self.in_use.iter() {
-            let heard = self.heard[p.index()];
+            let heard = self.heard[p.index()].max(self.joined[p.index()]);
             if heard.is_none_or(silent) {
                 continue;
             }

@@ -951,6 +951,29 @@ mod tests {
     }
 
     #[test]
+    fn a_path_the_sender_takes_up_again_is_not_taken_for_silent() {
+        // Path 1 carried the start, then the sender kept to path 0 for a
+        // second. It takes path 1 up again with 100, on its way there (8
+        // ms further than path 0) while path 0 delivers what follows: path
+        // 1 has not been silent, 100 is late, not lost.
+        let mut h = Harness::repairing();
+        h.feed(0, P1, 0);
+        h.in_use = PathSet(0b01);
+        for seq in 1..100 {
+            h.feed(u64::from(seq) * 10, P0, seq);
+        }
+        h.in_use = PathSet(0b11);
+        for seq in 101..108 {
+            let ms = 900 + u64::from(seq);
+            h.feed(ms, P0, seq);
+            h.tick(ms);
+        }
+        assert!(h.buf.poll_nacks().is_empty(), "asked for 100");
+        assert_eq!(h.feed(1008, P1, 100), InOrder);
+        assert_eq!(h.buf.stats().repairs_requested, 0);
+    }
+
+    #[test]
     fn a_silent_path_whose_gap_times_out_between_packets_still_gets_it_asked_for() {
         // 3 came on path 0 and waits for 1 and 2; path 1 brings 1 two
         // milliseconds later, then dies with 2. When 3 has waited the hold
