@@ -1389,6 +1389,28 @@ fn a_bulk_flow_keeps_off_a_path_too_small_to_be_worth_its_losses() {
 }
 
 #[test]
+fn a_lost_ack_whose_repair_cannot_come_in_time_holds_nothing_back() {
+    // Sweep seed 5, #9. The nearest path (205 Mbit/s, 32.5 ms) loses 2.9%
+    // both ways, ACKs too; a repair takes its 65 ms round trip, more than
+    // the 38.5 ms spread and the margin. What was behind a loss (ACKs,
+    // which are not held, included) waited for its repair all the same,
+    // and the flow left slow start at 9 and again at 208 packets: 0.42-0.61
+    // of the 77 Mbit/s path alone in the sweep, 0.17-0.37 here.
+    let paths = [
+        spec(77.0, 71.0, 3.0, 0.0),
+        spec(6.0, 54.5, 0.0, 0.0),
+        spec(69.0, 47.5, 4.0, 0.01),
+        spec(205.0, 32.5, 0.0, 0.029),
+    ];
+    assert_transfer_reaches_the_best_path(
+        "near lossy, repairs slower than the spread",
+        509,
+        &paths,
+        0,
+    );
+}
+
+#[test]
 fn tcp_is_held_only_as_long_as_the_farthest_path_it_takes() {
     // Sweep seed 1, #15. The 7 Mbit/s path 44 ms beyond the big one is
     // too small for TCP, which keeps off it; held to it all the same, every
@@ -1584,7 +1606,7 @@ fn sweep_row(
 /// `SIM_HYSTART=0` measure what two causes cost (see [`sweep_row`],
 /// [`WindowSender`]).
 #[test]
-#[ignore = "fails today: seed 1, lowest 0.06 of the best path, 10th percentile 0.41 of the sum, hold within the spread + 5 ms in 33%; the scheduler work of issue 14"]
+#[ignore = "fails today: seed 1, lowest 0.06 of the best path, 10th percentile 0.41 of the sum, hold within the spread + 5 ms in 30%; the scheduler work of issue 14"]
 fn a_sweep_of_drawn_scenarios_never_falls_below_the_best_path() {
     let env = |name: &str, default: u64| {
         std::env::var(name)

@@ -818,6 +818,8 @@ impl Endpoint {
     fn update_hints(&mut self, now: Instant) {
         self.reorder.set_hold_hint(self.paths.hold_hint(now));
         self.reorder.set_repair_hint(self.paths.repair_hint());
+        self.reorder
+            .set_repair_soonest(self.paths.least_round_trip());
         self.reorder.set_repair_patience(
             self.paths
                 .equalize_wait(now, self.max_equalize)

@@ -672,6 +672,18 @@ impl PathTable {
         Some(Duration::from_micros(us as u64) + REPAIR_MARGIN)
     }
 
+    /// Return the least smoothed round trip among the paths that are up,
+    /// if one is measured: the soonest a NACK and its repair can go there
+    /// and back.
+    pub fn least_round_trip(&self) -> Option<Duration> {
+        self.paths
+            .iter()
+            .filter(|p| p.state() == PathState::Up)
+            .filter_map(|p| p.rtt.srtt_us())
+            .min_by(f64::total_cmp)
+            .map(|us| Duration::from_micros(us as u64))
+    }
+
     /// Return the paths to send a NACK on: the two with the shortest round
     /// trip among those data may use, so one loss does not lose the NACK.
     pub fn nack_paths(&self) -> PathSet {

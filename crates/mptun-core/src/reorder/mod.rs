@@ -8,7 +8,8 @@
 //! come densely (unless every path was congested: then the loss is the
 //! inner flow's signal), else released at once. Any other gap is released after
 //! the hold. Nothing waits longer than the repair patience (at most the hold)
-//! for a repair: one that comes later is handed out late, out of order.
+//! for a repair, nor at all for one that cannot come within it: a repair
+//! that comes later is handed out late, out of order.
 
 mod evidence;
 mod histogram;
@@ -166,6 +167,9 @@ pub struct ReorderBuffer<P> {
     /// How long the packets behind a lost one may wait for its repair, if
     /// less than the hold.
     repair_patience: Option<Duration>,
+    /// The least time a repair can take, if known: a round trip of the
+    /// nearest path.
+    repair_soonest: Option<Duration>,
     stats: ReorderStats,
 }
 
@@ -192,6 +196,7 @@ impl<P> ReorderBuffer<P> {
             waits: HoldHistogram::default(),
             wanted_late: WantedLate::default(),
             repair_patience: None,
+            repair_soonest: None,
             stats: ReorderStats::default(),
         }
     }
@@ -303,7 +308,8 @@ impl<P> ReorderBuffer<P> {
             self.stats.dropped_stale += 1;
             return Err((DropReason::Stale, packet));
         }
-        let repair = self.repairs.arrived(seq, now, self.window.next());
+        // A repair asked for to come late may still come in time.
+        let repair = self.repairs.arrived(seq, now, self.window.next()) || wanted_late;
         if repair {
             self.stats.repaired += 1;
         }
@@ -341,10 +347,17 @@ impl<P> ReorderBuffer<P> {
         // A lost front gap's repair is waited for until it is overdue, but
         // nothing held waits longer than the repair patience for it.
         let held_out = at + self.hold();
-        Some(
-            self.repair_deadline(self.window.next())
-                .map_or(held_out, |due| due.min(at + self.repair_patience())),
-        )
+        let patience_out = at + self.repair_patience();
+        Some(match self.repair_deadline(self.window.next()) {
+            Some(due) => due.min(patience_out),
+            None if self.front_wanted_late() => held_out.min(patience_out),
+            None => held_out,
+        })
+    }
+
+    /// Whether the front of the window is a gap asked for to come late.
+    fn front_wanted_late(&self) -> bool {
+        self.window.front_is_gap() && self.wanted_late.contains(self.window.next())
     }
 
     /// Skip every gap that has been waited for as long as the hold time,
@@ -374,9 +387,11 @@ impl<P> ReorderBuffer<P> {
                 break;
             };
             // A lost packet asked for (its repair still due, as it is not
-            // overdue) is worth less wait than a gap that may only be late:
-            // its repair comes a round trip after the loss.
-            let awaited = self.window.front_is_gap() && self.repair_deadline(next).is_some();
+            // overdue, or asked for to come late) is worth less wait than a
+            // gap that may only be late: its repair comes a round trip
+            // after the loss.
+            let awaited = (self.window.front_is_gap() && self.repair_deadline(next).is_some())
+                || self.front_wanted_late();
             if awaited && now.saturating_duration_since(arrived) >= self.repair_patience() {
                 self.release_before(now, next.next());
                 self.release_losses(now);
@@ -412,6 +427,22 @@ impl<P> ReorderBuffer<P> {
     /// if less than the hold; `None` waits the hold.
     pub fn set_repair_patience(&mut self, patience: Option<Duration>) {
         self.repair_patience = patience;
+    }
+
+    /// Set the least time a repair can take (a round trip of the nearest
+    /// path); `None` if not known.
+    pub fn set_repair_soonest(&mut self, soonest: Option<Duration>) {
+        self.repair_soonest = soonest;
+    }
+
+    /// Whether a repair asked for now can come before the packet that
+    /// showed the loss has waited the repair patience. When it cannot (every
+    /// path is far, or the spread is small beside the nearest path's round
+    /// trip), waiting for it only delays what is behind: a bare ACK a
+    /// repair late reads as a round trip that grew, and ends slow start.
+    fn repair_in_time(&self) -> bool {
+        self.repair_soonest
+            .is_none_or(|soonest| soonest <= self.repair_patience())
     }
 
     /// Return how long the packets behind a lost one wait for its repair.
@@ -462,16 +493,17 @@ impl<P> ReorderBuffer<P> {
         if !missing || arrival.dropped_at_queue > 0 || self.repair_wait().is_none() {
             return;
         }
-        if !self.dense(now) {
+        if !self.dense(now) || !self.repair_in_time() {
             self.want_late(now, previous);
         } else if self.repairs.ask(previous, now, next) {
             self.stats.repairs_requested += 1;
         }
     }
 
-    /// Ask for `gap`, found lost after a pause, without holding anything
-    /// for it: the packets after it go at once, as they would have, and
-    /// its repair, if it comes, goes late. A TCP flow's first flights come
+    /// Ask for `gap`, found lost after a pause or while no repair can come
+    /// within the patience, without holding anything for it: the packets
+    /// after it go once every path is past it, as they would have, and its
+    /// repair, if it comes, goes late. A TCP flow's first flights come
     /// a round trip apart, and a segment of them released as lost costs
     /// the flow a retransmission timeout and its slow start; late, it is
     /// only reordered.
@@ -498,6 +530,7 @@ impl<P> ReorderBuffer<P> {
     /// come densely.
     fn judge_gaps(&mut self, now: Instant, end: Seq, arriving: Option<Seq>) {
         let dense = self.dense(now);
+        let in_time = self.repair_in_time();
         let repairing = self.repair_wait().is_some();
         let next = self.window.next();
         // Nothing past what the window can hold is a gap: however far ahead
@@ -515,7 +548,7 @@ impl<P> ReorderBuffer<P> {
                 if dense {
                     self.stats.congestion_losses += 1;
                 }
-            } else if !dense {
+            } else if !dense || !in_time {
                 if repairing {
                     late.push(gap);
                 }
@@ -629,6 +662,20 @@ mod tests {
             h
         }
 
+        /// A buffer that holds a gap up to 40 ms (how far the paths
+        /// reorder), expects a repair within 50 ms and waits 10 ms for one
+        /// (the patience).
+        fn patient() -> Self {
+            let mut h = Harness::new(ReorderConfig {
+                hold: Duration::from_millis(100),
+                capacity: 64,
+            });
+            h.buf.set_hold_hint(Some(Duration::from_millis(40)));
+            h.buf.set_repair_hint(Some(Duration::from_millis(50)));
+            h.buf.set_repair_patience(Some(Duration::from_millis(10)));
+            h
+        }
+
         /// A buffer whose sender stripes over paths 0 and 1.
         fn new(config: ReorderConfig) -> Self {
             Harness {
@@ -656,6 +703,24 @@ mod tests {
             path_seq: u32,
             congested: bool,
         ) -> Fed {
+            self.feed_arrival(ms, path, seq, path_seq, congested, None)
+        }
+
+        /// Feed a packet that says `previous` was sent just before it on
+        /// its path.
+        fn feed_after(&mut self, ms: u64, path: PathId, seq: u32, previous: u32) -> Fed {
+            self.feed_arrival(ms, path, seq, 0, false, Some(Seq(previous)))
+        }
+
+        fn feed_arrival(
+            &mut self,
+            ms: u64,
+            path: PathId,
+            seq: u32,
+            path_seq: u32,
+            congested: bool,
+            previous_on_path: Option<Seq>,
+        ) -> Fed {
             let previous = self.highest_path_seq[path.index()];
             if previous.is_none_or(|h| h < path_seq) {
                 self.highest_path_seq[path.index()] = Some(path_seq);
@@ -665,7 +730,7 @@ mod tests {
                 path,
                 seq: Seq(seq),
                 paths_in_use: self.in_use,
-                previous_on_path: None,
+                previous_on_path,
                 dropped_at_queue: if congested { skipped } else { 0 },
             };
             if !self.started {
@@ -829,13 +894,7 @@ mod tests {
     fn the_packets_behind_a_loss_wait_for_its_repair_no_longer_than_the_patience() {
         // The hold covers how far the paths reorder (40 ms); a packet known
         // lost is waited for only as long as the patience (10 ms).
-        let mut h = Harness::new(ReorderConfig {
-            hold: Duration::from_millis(100),
-            capacity: 64,
-        });
-        h.buf.set_hold_hint(Some(Duration::from_millis(40)));
-        h.buf.set_repair_hint(Some(Duration::from_millis(50)));
-        h.buf.set_repair_patience(Some(Duration::from_millis(10)));
+        let mut h = Harness::patient();
         h.feed(0, P1, 0);
         h.feed(1, P0, 2);
         h.feed(2, P1, 3);
@@ -850,6 +909,61 @@ mod tests {
         h.feed(40, P0, 6);
         assert!(h.buf.poll_nacks().is_empty());
         assert_eq!(h.buf.poll_timeout(), Some(h.at(80)));
+    }
+
+    #[test]
+    fn a_loss_whose_repair_cannot_come_within_the_patience_holds_nothing_back() {
+        // The nearest path's round trip (30 ms) is longer than the patience
+        // (10 ms): what is behind the loss goes as soon as it is known
+        // lost, and the repair, asked for all the same, is handed out late.
+        let mut h = Harness::patient();
+        h.buf.set_repair_soonest(Some(Duration::from_millis(30)));
+        h.feed(0, P1, 0);
+        h.feed(1, P0, 2);
+        h.feed(2, P1, 3);
+        assert_eq!(h.buf.poll_nacks(), vec![Seq(1)]);
+        h.feed(3, P0, 4);
+        assert_eq!(
+            h.delivered,
+            vec![0, 2, 3, 4],
+            "held for a repair that cannot come in time"
+        );
+        h.repair_comes_late(32, 1, 2..5);
+    }
+
+    #[test]
+    fn a_loss_not_waited_for_holds_what_is_behind_no_longer_than_the_patience() {
+        // Lost on path 0 (its next packet says so), while path 1 may still
+        // deliver past it for the whole hold.
+        let mut h = Harness::patient();
+        h.buf.set_repair_soonest(Some(Duration::from_millis(30)));
+        h.feed(0, P1, 0);
+        h.feed_after(1, P0, 2, 1);
+        assert_eq!(h.buf.poll_nacks(), vec![Seq(1)]);
+        assert_eq!(h.buf.poll_timeout(), Some(h.at(11)));
+        h.tick(11);
+        h.repair_comes_late(32, 1, 2..3);
+    }
+
+    #[test]
+    fn a_repair_not_waited_for_that_comes_in_time_teaches_the_hold_nothing() {
+        // No patience: the repair may come as long as the hold (40 ms), and
+        // cannot come sooner than 50 ms. This one comes after 35.
+        let mut h = Harness::new(ReorderConfig {
+            hold: Duration::from_millis(100),
+            capacity: 64,
+        });
+        h.buf.set_hold_hint(Some(Duration::from_millis(40)));
+        h.buf.set_repair_hint(Some(Duration::from_millis(50)));
+        h.buf.set_repair_soonest(Some(Duration::from_millis(50)));
+        h.feed(0, P1, 0);
+        h.feed_after(1, P0, 2, 1);
+        assert_eq!(h.buf.poll_nacks(), vec![Seq(1)]);
+        let hold = h.buf.hold();
+        assert_eq!(h.feed(36, P0, 1), InOrder);
+        assert_eq!(h.delivered, vec![0, 1, 2]);
+        assert_eq!(h.buf.stats().repaired, 1);
+        assert_eq!(h.buf.hold(), hold, "a repair taken for reordering");
     }
 
     #[test]

@@ -224,6 +224,11 @@ impl WantedLate {
         self.asked.remove(&seq).is_some()
     }
 
+    /// Return whether `seq` is wanted late.
+    pub fn contains(&self, seq: Seq) -> bool {
+        self.asked.contains_key(&seq)
+    }
+
     pub fn clear(&mut self) {
         self.asked.clear();
         self.order.clear();
