@@ -949,12 +949,8 @@ mod tests {
     fn a_repair_not_waited_for_that_comes_in_time_teaches_the_hold_nothing() {
         // No patience: the repair may come as long as the hold (40 ms), and
         // cannot come sooner than 50 ms. This one comes after 35.
-        let mut h = Harness::new(ReorderConfig {
-            hold: Duration::from_millis(100),
-            capacity: 64,
-        });
-        h.buf.set_hold_hint(Some(Duration::from_millis(40)));
-        h.buf.set_repair_hint(Some(Duration::from_millis(50)));
+        let mut h = Harness::patient();
+        h.buf.set_repair_patience(None);
         h.buf.set_repair_soonest(Some(Duration::from_millis(50)));
         h.feed(0, P1, 0);
         h.feed_after(1, P0, 2, 1);
