@@ -676,6 +676,16 @@ mod tests {
             h
         }
 
+        /// Feed 0 to 4 but 1, which both paths deliver past by 2 ms, and
+        /// check that it is asked for.
+        fn lose_1_of_0_to_4(&mut self) {
+            self.feed(0, P1, 0);
+            self.feed(1, P0, 2);
+            self.feed(2, P1, 3);
+            assert_eq!(self.buf.poll_nacks(), vec![Seq(1)]);
+            self.feed(3, P0, 4);
+        }
+
         /// A buffer whose sender stripes over paths 0 and 1.
         fn new(config: ReorderConfig) -> Self {
             Harness {
@@ -873,11 +883,7 @@ mod tests {
         let hold = Duration::from_millis(10);
         h.buf.set_hold_hint(Some(hold));
         h.buf.set_repair_hint(Some(Duration::from_millis(50)));
-        h.feed(0, P1, 0);
-        h.feed(1, P0, 2);
-        h.feed(2, P1, 3);
-        assert_eq!(h.buf.poll_nacks(), vec![Seq(1)]);
-        h.feed(3, P0, 4);
+        h.lose_1_of_0_to_4();
         assert_eq!(h.buf.poll_timeout(), Some(h.at(11)), "2 waits the hold");
         h.tick(10);
         assert_eq!(h.delivered, vec![0], "released before the hold ran out");
@@ -895,11 +901,7 @@ mod tests {
         // The hold covers how far the paths reorder (40 ms); a packet known
         // lost is waited for only as long as the patience (10 ms).
         let mut h = Harness::patient();
-        h.feed(0, P1, 0);
-        h.feed(1, P0, 2);
-        h.feed(2, P1, 3);
-        assert_eq!(h.buf.poll_nacks(), vec![Seq(1)]);
-        h.feed(3, P0, 4);
+        h.lose_1_of_0_to_4();
         assert_eq!(h.buf.poll_timeout(), Some(h.at(11)));
         h.tick(10);
         assert_eq!(h.delivered, vec![0], "released before the patience ran out");
@@ -918,11 +920,7 @@ mod tests {
         // lost, and the repair, asked for all the same, is handed out late.
         let mut h = Harness::patient();
         h.buf.set_repair_soonest(Some(Duration::from_millis(30)));
-        h.feed(0, P1, 0);
-        h.feed(1, P0, 2);
-        h.feed(2, P1, 3);
-        assert_eq!(h.buf.poll_nacks(), vec![Seq(1)]);
-        h.feed(3, P0, 4);
+        h.lose_1_of_0_to_4();
         assert_eq!(
             h.delivered,
             vec![0, 2, 3, 4],
