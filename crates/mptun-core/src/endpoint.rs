@@ -589,7 +589,9 @@ impl Endpoint {
         let stats = &mut self.path_stats[path.index()];
         stats.rx_packets += 1;
         stats.rx_bytes += len as u64;
-        let skipped = self.paths.handle_data(now, path, trailer.path_seq, len);
+        let skipped = self
+            .paths
+            .handle_data(now, path, trailer.path_seq, trailer.sent_us, len);
         if let Some(run) = self.peer.as_mut().filter(|run| !run.data_started) {
             run.data_started = true;
             // A new run numbers from 0, and its first packets may arrive in

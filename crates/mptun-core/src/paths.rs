@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use crate::path::probing::{PROBE_BUSY, PROBE_IDLE};
 use crate::path::{
     base_min, Path, PathChange, PathEstimate, PathEvent, PathId, PathSet, PathState, PathTimer,
-    CONGESTED_US,
+    CONGESTED_US, MISSED_AT_QUEUE_US,
 };
 use crate::seq::Seq;
 use crate::wire::{Probe, Train};
@@ -352,9 +352,18 @@ impl PathTable {
     }
 
     /// Count a data packet of `len` bytes received on `path` at `now` as
-    /// `path_seq` there; return how many of the path's sequence numbers it
-    /// skipped past (packets sent on the path just before it and missing).
-    pub fn handle_data(&mut self, now: Instant, path: PathId, path_seq: Seq, len: usize) -> u32 {
+    /// `path_seq` there, first sent at `sent_us` on the peer's clock; return
+    /// how many of the path's sequence numbers it skipped past (packets
+    /// sent on the path just before it and missing).
+    pub fn handle_data(
+        &mut self,
+        now: Instant,
+        path: PathId,
+        path_seq: Seq,
+        sent_us: u32,
+        len: usize,
+    ) -> u32 {
+        let now_us = self.micros(now);
         let Some(p) = self.paths.get_mut(path.index()) else {
             return 0;
         };
@@ -363,16 +372,28 @@ impl PathTable {
             p.probes.hurry(now);
         }
         p.last_data_received = Some(now);
+        let queued = p.peer_probes.queueing_on_arrival(now_us, sent_us) > MISSED_AT_QUEUE_US;
         let r = &mut p.reception;
         r.packets += 1;
         r.bytes += len as u64;
         let previous = r.highest_path_seq;
-        if previous.is_none_or(|h| h.is_before(path_seq)) {
-            r.highest_path_seq = Some(path_seq);
+        if previous.is_some_and(|h| !h.is_before(path_seq)) {
+            return 0; // late: what it fills was counted missing
         }
-        previous.map_or(0, |h| {
+        r.highest_path_seq = Some(path_seq);
+        let skipped = previous.map_or(0, |h| {
             u32::try_from(path_seq.distance_from(h) - 1).unwrap_or(0)
-        })
+        });
+        // A drop-tail queue drops what comes while it is full: the packet
+        // before the gap met it full, and so does the one after, unless
+        // the sender fell silent meanwhile. A repair carries its first
+        // send time and so reads as queued, which errs towards judging the
+        // path clean, and repairs are few.
+        if skipped > 0 && (queued || r.last_queued) {
+            r.missed_at_queue = r.missed_at_queue.saturating_add(u64::from(skipped));
+        }
+        r.last_queued = queued;
+        skipped
     }
 
     /// Forget what the peer told on every path: it restarted.
@@ -473,6 +494,7 @@ impl PathTable {
             rx_packets: p.reception.packets,
             rx_bytes: p.reception.bytes,
             rx_highest_path_seq: p.reception.highest_path_seq.unwrap_or(Seq(0)),
+            rx_missed_at_queue: p.reception.missed_at_queue,
             train_number: train.number,
             train_bytes: train.bytes,
             train_span_us: train.span_us,
@@ -728,5 +750,43 @@ impl PathTable {
             queue_limit_ms: p.queue_limit.limit_us(now).map(|l| l / 1000.0),
             overflows: p.queue_limit.overflows(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_gap_next_to_a_packet_that_met_a_queue_was_dropped_at_it() {
+        let t0 = crate::tests::t0();
+        let mut table = PathTable::new(t0, 1);
+        let path = PathId(0);
+        // The peer's clock reads ours; its probe took 20 ms.
+        let probe = Probe {
+            number: 1,
+            sent_us: 0,
+            ..Probe::default()
+        };
+        table.handle_probe(t0 + Duration::from_millis(20), path, &probe, PathSet(1));
+        // Data packet `n`, sent at n ms, arriving 20 ms later plus `queue`.
+        let mut receive = |n: u32, queue_ms: u64| {
+            let sent_ms = u64::from(n);
+            let at = t0 + Duration::from_millis(sent_ms + 20 + queue_ms);
+            table.handle_data(at, path, Seq(n), (sent_ms * 1000) as u32, 1000)
+        };
+        let missed = |table: &PathTable| table.paths[0].reception.missed_at_queue;
+        assert_eq!(receive(1, 0), 0);
+        // Lost at random: the packets on both sides met no queue.
+        assert_eq!(receive(3, 0), 1);
+        // Dropped by a full queue the packet after it met...
+        assert_eq!(receive(6, 40), 2);
+        // ...or the one before (the sender fell silent meanwhile).
+        assert_eq!(receive(10, 0), 3);
+        // A late packet fills a gap counted before: nothing new is missing.
+        assert_eq!(receive(9, 0), 0);
+        assert_eq!(receive(12, 0), 1);
+        assert_eq!(missed(&table), 5);
+        assert_eq!(table.paths[0].reception.packets, 6);
     }
 }

@@ -62,6 +62,7 @@ struct ReceiveReport {
     rx_packets: u64,
     rx_bytes: u64,
     rx_highest: Seq,
+    rx_missed_at_queue: u64,
 }
 
 impl ReceiveReport {
@@ -71,6 +72,7 @@ impl ReceiveReport {
             rx_packets: probe.rx_packets,
             rx_bytes: probe.rx_bytes,
             rx_highest: probe.rx_highest_path_seq,
+            rx_missed_at_queue: probe.rx_missed_at_queue,
         }
     }
 
@@ -260,7 +262,10 @@ impl Delivery {
         });
         let mut report = ReceiveReport::of(probe);
         if let Some(last) = self.last_report {
-            if report.rx_bytes < last.rx_bytes || report.rx_packets < last.rx_packets {
+            if report.rx_bytes < last.rx_bytes
+                || report.rx_packets < last.rx_packets
+                || report.rx_missed_at_queue < last.rx_missed_at_queue
+            {
                 // Counters went back: the peer's receive state restarted.
             } else if report.span_us(&last) < SAMPLE_SPAN_US {
                 // Too short a span; measure from the same start next time.
@@ -356,14 +361,22 @@ impl Delivery {
         if expected <= 0 {
             return false;
         }
-        let lost = expected.saturating_sub(got).max(0) as f64;
-        let fraction = lost / expected as f64;
+        let lost = expected.saturating_sub(got).max(0);
+        let fraction = lost as f64 / expected as f64;
         if !context.congested && !sent_into_queue && context.settled {
+            // What the peer saw dropped at a full queue is congestion, not
+            // the path's loss.
+            let at_queue = report
+                .rx_missed_at_queue
+                .saturating_sub(last.rx_missed_at_queue);
+            let at_queue = i64::try_from(at_queue).unwrap_or(i64::MAX);
+            let path_lost = lost.saturating_sub(at_queue).max(0);
             let w = expected as f64 / (expected as f64 + LOSS_MEMORY_PACKETS);
-            self.loss = self.loss * (1.0 - w) + fraction * w;
+            self.loss = self.loss * (1.0 - w) + path_lost as f64 / expected as f64 * w;
             self.judged_packets += expected as u64;
             return false;
         }
+        let lost = lost as f64;
         sent_into_queue && lost >= 2.0 && fraction > 2.0 * self.loss + OVERFLOW_LOSS_MARGIN
     }
 }
@@ -419,5 +432,34 @@ mod tests {
                 "trains {trains:?}: capacity {capacity}"
             );
         }
+    }
+
+    #[test]
+    fn what_the_peer_saw_dropped_at_a_full_queue_is_not_the_path_s_loss() {
+        let start = crate::tests::t0();
+        // Every 100 ms the peer's highest path sequence number moves on by
+        // 1000 and 950 packets arrive: 50 missing, 40 of them next to a
+        // packet that met a queue.
+        let judge = |missed_at_queue_per_span: u64| {
+            let mut d = Delivery::default();
+            for i in 0..20u64 {
+                let probe = Probe {
+                    sent_us: i * 100_000,
+                    rx_packets: i * 950,
+                    rx_bytes: i * 950 * 1000,
+                    rx_highest_path_seq: Seq((i * 1000) as u32),
+                    rx_missed_at_queue: i * missed_at_queue_per_span,
+                    ..Probe::default()
+                };
+                let now = start + Duration::from_millis(i * 100);
+                d.handle_report(now, &probe, 0.0, Some(0.0), SETTLED);
+            }
+            d.loss()
+        };
+        assert!((judge(0) - 0.05).abs() < 0.005, "loss {}", judge(0));
+        assert!((judge(40) - 0.01).abs() < 0.002, "loss {}", judge(40));
+        // A peer that says more dropped at a queue than went missing
+        // leaves no loss, not a negative one.
+        assert_eq!(judge(80), 0.0);
     }
 }

@@ -110,6 +110,12 @@ const ECHO_OVERDUE_MARGIN: Duration = Duration::from_millis(10);
 /// counted against it, and when every path is congested they are left to
 /// the inner flow (its signal to slow down) rather than repaired.
 pub(crate) const CONGESTED_US: f64 = 10_000.0;
+/// Queueing delay above which a packet next to a gap in a path's sequence
+/// numbers says the gap was dropped at a full queue: a drop-tail queue
+/// drops what comes while it is full, so the packets around the gap met it
+/// full; those around a packet lost at random met whatever queue stood,
+/// mostly none.
+pub(crate) const MISSED_AT_QUEUE_US: f64 = CONGESTED_US;
 /// Time a path must have been up before its loss is judged: the first
 /// moments of a flow overrun paths whose rate is not known yet, and those
 /// drops are no verdict on the path.
@@ -211,6 +217,11 @@ pub(crate) struct Reception {
     pub bytes: u64,
     /// Highest path sequence number received.
     pub highest_path_seq: Option<Seq>,
+    /// Path sequence numbers missing next to a packet that arrived behind
+    /// a queue (see [`MISSED_AT_QUEUE_US`]).
+    pub missed_at_queue: u64,
+    /// Whether the packet with the highest path sequence number met one.
+    pub last_queued: bool,
 }
 
 /// Everything known and decided about one path.

@@ -219,6 +219,22 @@ impl PeerProbes {
         true
     }
 
+    /// Return the queue, µs, that a packet the peer sent at `sent_us` (its
+    /// clock's low 32 bits) and that arrived at `now_us` (ours) met on the
+    /// way: its one-way delay above the least our probes measured; 0 until
+    /// one is measured.
+    pub fn queueing_on_arrival(&self, now_us: u64, sent_us: u32) -> f64 {
+        let Some(base) = self.owd_in.min() else {
+            return 0.0;
+        };
+        // The delay in the low 32 bits, as the packet carries its time:
+        // exact while under about 35 minutes either way.
+        let above = (now_us as u32)
+            .wrapping_sub(sent_us)
+            .wrapping_sub(base as u32) as i32;
+        f64::from(above.max(0))
+    }
+
     /// Return the probe to echo in our next one (number 0: none yet).
     pub fn to_echo(&self) -> PeerProbe {
         self.last.unwrap_or_default()
@@ -287,5 +303,35 @@ mod tests {
             assert!(theirs.handle(t0, u64::MAX - sent_us, &probe));
         }
         let _ = theirs.owd_in.queueing() + theirs.owd_in.latest_queueing();
+    }
+
+    #[test]
+    fn the_queue_a_packet_met_is_its_delay_above_the_probes_least() {
+        let t0 = crate::tests::t0();
+        let mut theirs = PeerProbes::default();
+        assert_eq!(
+            theirs.queueing_on_arrival(5_000, 0),
+            0.0,
+            "nothing measured"
+        );
+        // Our clock is ahead of the peer's by about 2^32 µs, and a probe
+        // took 30 ms: the base delay across the clocks.
+        let offset = (1u64 << 32) + 7;
+        let probe = Probe {
+            number: 1,
+            sent_us: 1_000_000,
+            ..Probe::default()
+        };
+        assert!(theirs.handle(t0, 1_000_000 + offset + 30_000, &probe));
+        // A data packet sent at the peer's 2_000_000 µs, its time carried in
+        // 32 bits, that arrives 42 ms later met a 12 ms queue.
+        let sent = 2_000_000u64;
+        let arrived = sent + offset + 42_000;
+        assert_eq!(theirs.queueing_on_arrival(arrived, sent as u32), 12_000.0);
+        // One faster than the probes met none.
+        assert_eq!(
+            theirs.queueing_on_arrival(arrived - 20_000, sent as u32),
+            0.0
+        );
     }
 }

@@ -12,7 +12,7 @@
 //!  0                   1                   2                   3
 //!  0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
 //! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
-//! |  20-byte IPv4 header, protocol 253, total length 20 + 64      |
+//! |  20-byte IPv4 header, protocol 253, total length 20 + 72      |
 //! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //! |                     probe number                              |
 //! |                  send time, µs (64 bits)                      |
@@ -25,6 +25,7 @@
 //! |        last probe train received on this path (its number)    |
 //! |    its bytes after the first packet's arrival, to the last's  |
 //! |        µs from the first packet's arrival to the last's       |
+//! |   path sequence numbers missed at a full queue (64 bits)      |
 //! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //! ```
 //!
@@ -39,7 +40,7 @@ use super::{read_u32, read_u64, shim, WireError};
 use crate::seq::Seq;
 
 /// Length of a probe's body after the shim.
-pub const PROBE_LEN: usize = 64;
+pub const PROBE_LEN: usize = 72;
 
 /// Byte offsets of the fields, within the body after the shim.
 mod field {
@@ -55,6 +56,7 @@ mod field {
     pub const TRAIN_NUMBER: Range<usize> = 52..56;
     pub const TRAIN_BYTES: Range<usize> = 56..60;
     pub const TRAIN_SPAN_US: Range<usize> = 60..64;
+    pub const RX_MISSED_AT_QUEUE: Range<usize> = 64..72;
 }
 
 /// One probe with its piggybacked feedback.
@@ -83,6 +85,10 @@ pub struct Probe {
     pub train_bytes: u32,
     /// µs from the arrival of its first packet to that of its last.
     pub train_span_us: u32,
+    /// Path sequence numbers missing next to a data packet that arrived
+    /// behind a queue, so far: what a full queue dropped, which the loss
+    /// of the path does not count.
+    pub rx_missed_at_queue: u64,
 }
 
 impl Probe {
@@ -105,6 +111,7 @@ impl Probe {
         b[field::TRAIN_NUMBER].copy_from_slice(&self.train_number.to_be_bytes());
         b[field::TRAIN_BYTES].copy_from_slice(&self.train_bytes.to_be_bytes());
         b[field::TRAIN_SPAN_US].copy_from_slice(&self.train_span_us.to_be_bytes());
+        b[field::RX_MISSED_AT_QUEUE].copy_from_slice(&self.rx_missed_at_queue.to_be_bytes());
         Self::LEN
     }
 
@@ -127,6 +134,7 @@ impl Probe {
             train_number: read_u32(b, field::TRAIN_NUMBER),
             train_bytes: read_u32(b, field::TRAIN_BYTES),
             train_span_us: read_u32(b, field::TRAIN_SPAN_US),
+            rx_missed_at_queue: read_u64(b, field::RX_MISSED_AT_QUEUE),
         })
     }
 }
@@ -148,15 +156,16 @@ mod tests {
             train_number: 2,
             train_bytes: 16_500,
             train_span_us: 0x0102_0304,
+            rx_missed_at_queue: 300,
         }
     }
 
     #[test]
     fn encodes_golden_bytes() {
-        let mut buf = [0xaa; 90];
-        assert_eq!(sample().encode(&mut buf), 84);
-        let golden: [u8; 84] = [
-            0x45, 0, 0, 84, 0, 0, 0, 0, 1, 253, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, // shim
+        let mut buf = [0xaa; 100];
+        assert_eq!(sample().encode(&mut buf), 92);
+        let golden: [u8; 92] = [
+            0x45, 0, 0, 92, 0, 0, 0, 0, 1, 253, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, // shim
             0, 0, 0, 7, // number
             1, 2, 3, 4, 5, 6, 7, 8, // sent
             0, 0, 0, 6, // echo number
@@ -168,16 +177,17 @@ mod tests {
             0, 0, 0, 2, // train number
             0, 0, 0x40, 0x74, // train bytes
             1, 2, 3, 4, // train span
+            0, 0, 0, 0, 0, 0, 0x01, 0x2c, // missed at a queue
         ];
-        assert_eq!(buf[..84], golden);
+        assert_eq!(buf[..92], golden);
         assert_eq!(Probe::decode(&golden), Ok(sample()));
     }
 
     #[test]
     fn rejects_what_is_not_a_probe() {
-        let mut buf = [0u8; 84];
+        let mut buf = [0u8; 92];
         sample().encode(&mut buf);
-        assert_eq!(Probe::decode(&buf[..83]), Err(WireError::BadLength));
+        assert_eq!(Probe::decode(&buf[..91]), Err(WireError::BadLength));
         let mut tcp = buf;
         tcp[9] = 6;
         assert_eq!(Probe::decode(&tcp), Err(WireError::BadShim));
