@@ -7,7 +7,7 @@ use crate::buf::{BufPool, PacketBuf};
 use crate::equalize::{DelayLine, DscpSet, Release};
 use crate::path::train::{TRAIN_PACKETS, TRAIN_PACKET_LEN};
 use crate::path::{PathEstimate, PathEvent, PathId, PathSet, PathState};
-use crate::paths::{PathTable, HOLD_FLOOR};
+use crate::paths::{PathTable, HOLD_FLOOR, REPAIR_PATIENCE_MARGIN};
 use crate::reorder::{Arrival, HoldHistogram, ReorderBuffer, ReorderConfig, ReorderStats};
 use crate::scheduler::{Policy, Scheduler};
 use crate::sent_log::SentLog;
@@ -26,14 +26,6 @@ const NEW_RUN_FIRST_PACKETS: u32 = 1024;
 /// back): WireGuard's reject-after time, after which nothing sealed for the
 /// old run can still be opened, so a replay cannot bring it back.
 const EPOCH_FORGET: Duration = Duration::from_secs(180);
-
-/// How much longer than the paths' delay spread the packets behind a lost
-/// one wait for its repair. A held TCP segment waits out the spread anyway
-/// (see [`crate::equalize`]), so a repair within it costs the flow nothing;
-/// one later than a few milliseconds more costs every packet behind it
-/// more than handing it out late costs the flow's loss recovery, which
-/// takes it for reordering.
-const REPAIR_PATIENCE_MARGIN: Duration = Duration::from_millis(5);
 
 /// What an [`Endpoint`] is built from.
 #[derive(Clone, Debug)]

@@ -32,6 +32,23 @@ use crate::MAX_PATHS;
 /// adds about (1 - 2p) of its rate, worth it up to several percent, not
 /// when every tenth packet waits for its repair.
 const LOSS_SET_ASIDE: f64 = 0.1;
+/// Loss above which a path is set aside while another is clean, where a
+/// repair cannot reach the peer before the packets behind the loss stop
+/// waiting for it: each loss then reaches the inner flow, and a loss-based
+/// TCP (CUBIC, Reno) that meets a few per thousand across a long round
+/// trip carries less over every path than it would over the clean ones.
+const LOSS_SET_ASIDE_BEYOND_REPAIR: f64 = 0.005;
+/// ...but not while the flow overruns the path: a path whose queue
+/// overflowed this lately stays to the higher limit. Its losses then mix
+/// with the overflow's, and the load it sheds would overrun the others.
+const BEYOND_REPAIR_AFTER_OVERFLOW: Duration = Duration::from_secs(5);
+/// How much longer than the paths' delay spread the packets behind a lost
+/// one wait for its repair. A held TCP segment waits out the spread anyway
+/// (see [`crate::equalize`]), so a repair within it costs the flow nothing;
+/// one later than a few milliseconds more costs every packet behind it
+/// more than handing it out late costs the flow's loss recovery, which
+/// takes it for reordering.
+pub(crate) const REPAIR_PATIENCE_MARGIN: Duration = Duration::from_millis(5);
 /// Share of the other usable paths' capacity together below which a
 /// path carries no TCP (see [`PathTable::tcp_paths`]).
 const TCP_SMALL_SHARE: f64 = 0.1;
@@ -449,9 +466,17 @@ impl PathTable {
 
     fn judge_loss(&mut self, now: Instant, i: usize) {
         let p = &self.paths[i];
+        let overflowing = p
+            .queue_limit
+            .overflowed_within(now, BEYOND_REPAIR_AFTER_OVERFLOW);
+        let limit = if overflowing || self.repairs_in_time(now) {
+            LOSS_SET_ASIDE
+        } else {
+            LOSS_SET_ASIDE_BEYOND_REPAIR
+        };
         if p.state() != PathState::Up
             || p.delivery.judged_packets() < LOSS_MIN_PACKETS
-            || p.delivery.loss() <= LOSS_SET_ASIDE
+            || p.delivery.loss() <= limit
         {
             return;
         }
@@ -704,6 +729,29 @@ impl PathTable {
             .filter_map(|p| p.rtt.srtt_us())
             .min_by(f64::total_cmp)
             .map(|us| Duration::from_micros(us as u64))
+    }
+
+    /// Return whether the repair of a loss of our data can reach the peer
+    /// while the packets behind the loss still wait for it: a NACK and its
+    /// repair take at least the least round trip, and the peer waits the
+    /// spread of the base delays of the paths TCP takes, and a margin.
+    /// Where nothing is measured yet, it can.
+    fn repairs_in_time(&self, now: Instant) -> bool {
+        let Some(round_trip) = self.least_round_trip() else {
+            return true;
+        };
+        let base_min = base_min(&self.paths);
+        let spread_us = self
+            .paths
+            .iter()
+            .filter(|p| p.state() == PathState::Up)
+            .filter(|p| {
+                p.takes_tcp_at
+                    .is_some_and(|t| now.saturating_duration_since(t) < TCP_SPREAD_MEMORY)
+            })
+            .map(|p| p.base_above(base_min))
+            .fold(0.0, f64::max);
+        round_trip <= Duration::from_micros(spread_us as u64) + REPAIR_PATIENCE_MARGIN
     }
 
     /// Return the paths to send a NACK on: the two with the shortest round
