@@ -270,9 +270,7 @@ impl PathTable {
             if tcp.contains(id) {
                 p.takes_tcp_at = Some(now);
             }
-            if p.takes_tcp_at
-                .is_some_and(|t| now.saturating_duration_since(t) < TCP_SPREAD_MEMORY)
-            {
+            if took_tcp_lately(p, now) {
                 spread.insert(id);
             }
         }
@@ -745,10 +743,7 @@ impl PathTable {
             .paths
             .iter()
             .filter(|p| p.state() == PathState::Up)
-            .filter(|p| {
-                p.takes_tcp_at
-                    .is_some_and(|t| now.saturating_duration_since(t) < TCP_SPREAD_MEMORY)
-            })
+            .filter(|p| took_tcp_lately(p, now))
             .map(|p| p.base_above(base_min))
             .fold(0.0, f64::max);
         round_trip <= Duration::from_micros(spread_us as u64) + REPAIR_PATIENCE_MARGIN
@@ -799,6 +794,13 @@ impl PathTable {
             overflows: p.queue_limit.overflows(),
         }
     }
+}
+
+/// Whether TCP took `p` within [`TCP_SPREAD_MEMORY`] before `now`: the
+/// peer holds TCP segments as long as such a path takes.
+fn took_tcp_lately(p: &Path, now: Instant) -> bool {
+    p.takes_tcp_at
+        .is_some_and(|t| now.saturating_duration_since(t) < TCP_SPREAD_MEMORY)
 }
 
 #[cfg(test)]
