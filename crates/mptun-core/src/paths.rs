@@ -17,6 +17,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+use crate::path::estimators::under_way_above;
 use crate::path::probing::{PROBE_BUSY, PROBE_IDLE};
 use crate::path::{
     base_min, Path, PathChange, PathEstimate, PathEvent, PathId, PathSet, PathState, PathTimer,
@@ -464,18 +465,18 @@ impl PathTable {
 
     fn judge_loss(&mut self, now: Instant, i: usize) {
         let p = &self.paths[i];
+        if p.state() != PathState::Up
+            || p.delivery.judged_packets() < LOSS_MIN_PACKETS
+            || p.delivery.loss() <= LOSS_SET_ASIDE_BEYOND_REPAIR
+        {
+            return;
+        }
+        // Asked only of a path losing enough to matter: this runs for
+        // every probe.
         let overflowing = p
             .queue_limit
             .overflowed_within(now, BEYOND_REPAIR_AFTER_OVERFLOW);
-        let limit = if overflowing || self.repairs_in_time(now) {
-            LOSS_SET_ASIDE
-        } else {
-            LOSS_SET_ASIDE_BEYOND_REPAIR
-        };
-        if p.state() != PathState::Up
-            || p.delivery.judged_packets() < LOSS_MIN_PACKETS
-            || p.delivery.loss() <= limit
-        {
+        if p.delivery.loss() <= LOSS_SET_ASIDE && (overflowing || self.repairs_in_time(now)) {
             return;
         }
         let another_clean = self.paths.iter().enumerate().any(|(j, q)| {
@@ -632,11 +633,8 @@ impl PathTable {
     pub fn equalized_due(&self, now: Instant, sent_us: u32, max_wait: Duration) -> Option<Instant> {
         let (base_min, spread_us) = self.incoming_spread(now)?;
         // The peer's clock is known only up to an offset, the same on every
-        // path: time under way counts from the nearest path's base delay,
-        // in the trailer's 32 wrapping bits.
-        let under_way = (self.micros(now) as u32)
-            .wrapping_sub(sent_us)
-            .wrapping_sub(base_min as u32) as i32;
+        // path: time under way counts from the nearest path's base delay.
+        let under_way = under_way_above(self.micros(now), sent_us, base_min);
         let wait_us = (spread_us - f64::from(under_way)).min(max_wait.as_secs_f64() * 1e6);
         (wait_us >= 1.0).then(|| now + Duration::from_micros(wait_us as u64))
     }

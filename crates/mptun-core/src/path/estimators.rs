@@ -10,6 +10,17 @@ pub fn offset_us(later: u64, earlier: u64) -> i64 {
     i64::try_from(d).unwrap_or(if d < 0 { i64::MIN } else { i64::MAX })
 }
 
+/// Return how much longer than `base` (a one-way delay across the clocks,
+/// as [`offset_us`] gives it) a packet sent at `sent_us` on the peer's
+/// clock (its low 32 bits, as a trailer carries it) and arrived at
+/// `now_us` on ours has been under way, µs: exact while under about 35
+/// minutes either way.
+pub fn under_way_above(now_us: u64, sent_us: u32, base: i64) -> i32 {
+    (now_us as u32)
+        .wrapping_sub(sent_us)
+        .wrapping_sub(base as u32) as i32
+}
+
 /// Smoothed round-trip time and its variation, as TCP keeps them (RFC 6298).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RttEstimator {

@@ -4,7 +4,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use super::estimators::{offset_us, DelayTracker};
+use super::estimators::{offset_us, under_way_above, DelayTracker};
 use crate::seq::Seq;
 use crate::wire::Probe;
 
@@ -227,12 +227,7 @@ impl PeerProbes {
         let Some(base) = self.owd_in.min() else {
             return 0.0;
         };
-        // The delay in the low 32 bits, as the packet carries its time:
-        // exact while under about 35 minutes either way.
-        let above = (now_us as u32)
-            .wrapping_sub(sent_us)
-            .wrapping_sub(base as u32) as i32;
-        f64::from(above.max(0))
+        f64::from(under_way_above(now_us, sent_us, base).max(0))
     }
 
     /// Return the probe to echo in our next one (number 0: none yet).
