@@ -39,10 +39,6 @@ const LOSS_SET_ASIDE: f64 = 0.1;
 /// TCP (CUBIC, Reno) that meets a few per thousand across a long round
 /// trip carries less over every path than it would over the clean ones.
 const LOSS_SET_ASIDE_BEYOND_REPAIR: f64 = 0.005;
-/// ...but not while the flow overruns the path: a path whose queue
-/// overflowed this lately stays to the higher limit. Its losses then mix
-/// with the overflow's, and the load it sheds would overrun the others.
-const BEYOND_REPAIR_AFTER_OVERFLOW: Duration = Duration::from_secs(5);
 /// How much longer than the paths' delay spread the packets behind a lost
 /// one wait for its repair. A held TCP segment waits out the spread anyway
 /// (see [`crate::equalize`]), so a repair within it costs the flow nothing;
@@ -473,10 +469,7 @@ impl PathTable {
         }
         // Asked only of a path losing enough to matter: this runs for
         // every probe.
-        let overflowing = p
-            .queue_limit
-            .overflowed_within(now, BEYOND_REPAIR_AFTER_OVERFLOW);
-        if p.delivery.loss() <= LOSS_SET_ASIDE && (overflowing || self.repairs_in_time(now)) {
+        if p.delivery.loss() <= LOSS_SET_ASIDE && self.repairs_in_time(now, i) {
             return;
         }
         let another_clean = self.paths.iter().enumerate().any(|(j, q)| {
@@ -727,12 +720,15 @@ impl PathTable {
             .map(|us| Duration::from_micros(us as u64))
     }
 
-    /// Return whether the repair of a loss of our data can reach the peer
-    /// while the packets behind the loss still wait for it: a NACK and its
-    /// repair take at least the least round trip, and the peer waits the
-    /// spread of the base delays of the paths TCP takes, and a margin.
+    /// Return whether the repair of a loss of our data on path `i` can
+    /// reach the peer while the packets behind the loss still wait for it.
+    /// The peer waits the spread of the base delays of the paths TCP takes,
+    /// and a margin, from when the first packet behind the loss arrives,
+    /// which may be on the nearest path; the repair is asked for once the
+    /// loss shows, as path `i`'s next packet arrives, its base delay above
+    /// the nearest path's, and takes at least the least round trip more.
     /// Where nothing is measured yet, it can.
-    fn repairs_in_time(&self, now: Instant) -> bool {
+    fn repairs_in_time(&self, now: Instant, i: usize) -> bool {
         let Some(round_trip) = self.least_round_trip() else {
             return true;
         };
@@ -744,7 +740,9 @@ impl PathTable {
             .filter(|p| took_tcp_lately(p, now))
             .map(|p| p.base_above(base_min))
             .fold(0.0, f64::max);
-        round_trip <= Duration::from_micros(spread_us as u64) + REPAIR_PATIENCE_MARGIN
+        let shows_us = self.paths[i].base_above(base_min);
+        round_trip + Duration::from_micros(shows_us as u64)
+            <= Duration::from_micros(spread_us as u64) + REPAIR_PATIENCE_MARGIN
     }
 
     /// Return the paths to send a NACK on: the two with the shortest round

@@ -29,8 +29,6 @@ pub(crate) struct QueueLimit {
     limit: Option<(f64, Instant)>,
     /// Times the path overflowed, for status output.
     overflows: u64,
-    /// When it last did.
-    last_overflow: Option<Instant>,
 }
 
 impl Default for QueueLimit {
@@ -39,7 +37,6 @@ impl Default for QueueLimit {
             peak: WindowedMax::new(PEAK_WINDOW),
             limit: None,
             overflows: 0,
-            last_overflow: None,
         }
     }
 }
@@ -54,7 +51,6 @@ impl QueueLimit {
     /// queue met lately.
     pub fn overflowed(&mut self, now: Instant) {
         self.overflows = self.overflows.saturating_add(1);
-        self.last_overflow = Some(now);
         self.peak.expire(now);
         let Some(peak) = self.peak.get() else {
             return;
@@ -77,18 +73,11 @@ impl QueueLimit {
         self.overflows
     }
 
-    /// Return whether the path overflowed within `span` before `now`.
-    pub fn overflowed_within(&self, now: Instant, span: Duration) -> bool {
-        self.last_overflow
-            .is_some_and(|t| now.saturating_duration_since(t) < span)
-    }
-
     /// Forget the limit: the path went down and may come back another.
-    /// The count of overflows stays, and when it last overflowed.
+    /// The count of overflows stays.
     pub fn reset(&mut self) {
         *self = QueueLimit {
             overflows: self.overflows,
-            last_overflow: self.last_overflow,
             ..QueueLimit::default()
         };
     }
@@ -129,17 +118,5 @@ mod tests {
         q.met(t0, 1000.0);
         q.overflowed(t0);
         assert_eq!(q.limit_us(t0), Some(LIMIT_FLOOR_US));
-    }
-
-    #[test]
-    fn when_a_path_last_overflowed_outlasts_a_reset() {
-        let t0 = crate::tests::t0();
-        let second = Duration::from_secs(1);
-        let mut q = QueueLimit::default();
-        assert!(!q.overflowed_within(t0, second));
-        q.overflowed(t0);
-        q.reset();
-        assert!(q.overflowed_within(t0 + second / 2, second));
-        assert!(!q.overflowed_within(t0 + second, second));
     }
 }
