@@ -42,7 +42,8 @@ pub struct SystemResult {
     pub name: String,
     /// Receiver-side goodput.
     pub goodput_mbps: f64,
-    /// Goodput over the sum of the paths' own single-flow rates.
+    /// Goodput over the sum of the paths' own single-flow rates, each for
+    /// the share of the flow its path is up.
     pub fraction_of_sum: f64,
     /// TCP retransmissions at the sender.
     pub retransmits: u64,
@@ -307,7 +308,7 @@ pub fn run(options: &LabOptions) -> anyhow::Result<LabReport> {
             path_rates[i - 1] = r.0.goodput_mbps;
         }
     }
-    let sum: f64 = path_rates.iter().sum();
+    let sum: f64 = scenario.offered_mbps(&path_rates).iter().sum();
     let system = |name: &str, m: Measured, cpu_s: Option<f64>| SystemResult {
         cpu_s_per_gb: cpu_s.and_then(|cpu| {
             let gb = m.tcp.goodput_mbps * scenario.duration / 8e3;
@@ -1283,10 +1284,11 @@ pub fn render(r: &LabReport) -> String {
     use std::fmt::Write;
     let mut o = String::new();
     let sum: f64 = r.path_rates_mbps.iter().sum();
+    let offered: f64 = r.scenario.offered_mbps(&r.path_rates_mbps).iter().sum();
     let _ = writeln!(o);
     let _ = writeln!(
         o,
-        "scenario {}: {} paths, sum of paths {:.1} Mbit/s ({})",
+        "scenario {}: {} paths, sum of paths {:.1} Mbit/s ({}){}",
         r.scenario_name,
         r.scenario.path.len(),
         sum,
@@ -1294,6 +1296,11 @@ pub fn render(r: &LabReport) -> String {
             "each path's own single-flow rate, measured in this run"
         } else {
             "configured rates; --compare measures them"
+        },
+        if offered < sum {
+            format!("; {offered:.1} over the flow with the cuts, the sum \"of sum\" is of")
+        } else {
+            String::new()
         }
     );
     let _ = writeln!(

@@ -198,6 +198,46 @@ impl Scenario {
         events
     }
 
+    /// Return the share of the flow during which path `index` (from 0) is
+    /// up, by the scenario's cuts and restores.
+    pub fn up_fraction(&self, index: usize) -> f64 {
+        if self.duration <= 0.0 {
+            return 1.0;
+        }
+        let mut up = true;
+        let mut since = 0.0;
+        let mut up_s = 0.0;
+        for e in self.timeline().iter().filter(|e| e.path == index + 1) {
+            let now_up = match e.action.as_deref() {
+                Some("down") => false,
+                Some("up") => true,
+                _ => up,
+            };
+            let at = e.at.min(self.duration);
+            if up {
+                up_s += at - since;
+            }
+            since = at;
+            up = now_up;
+        }
+        if up {
+            up_s += self.duration - since;
+        }
+        up_s / self.duration
+    }
+
+    /// Return what each path offers over the flow, of `rates_mbps` (one
+    /// per path): its rate for the share of the flow it is up. A path cut
+    /// for a quarter of the flow cannot carry its rate over the flow, for
+    /// mptun or for anything it is measured against.
+    pub fn offered_mbps(&self, rates_mbps: &[f64]) -> Vec<f64> {
+        rates_mbps
+            .iter()
+            .enumerate()
+            .map(|(i, rate)| rate * self.up_fraction(i))
+            .collect()
+    }
+
     /// Return the paths' configured rates summed (0 for unshaped paths).
     pub fn sum_rate_mbit(&self) -> f64 {
         self.path.iter().filter_map(|p| p.rate_mbit).sum()
@@ -269,6 +309,40 @@ impl Event {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_path_offers_its_rate_for_the_time_it_is_up() {
+        let s = Scenario::parse(
+            "duration = 10\n[[path]]\nrate-mbit = 10\n[[path]]\nrate-mbit = 200\n\
+             [[path]]\nrate-mbit = 50\n\
+             [[event]]\nat = 3.5\npath = 2\naction = \"down\"\n\
+             [[event]]\nat = 6\npath = 2\naction = \"up\"\n\
+             [[event]]\nat = 8\npath = 3\naction = \"down\"\n\
+             [[event]]\nat = 9\npath = 3\nloss-pct = 1\n",
+            "t",
+        )
+        .unwrap();
+        assert_eq!(s.up_fraction(0), 1.0);
+        assert_eq!(s.up_fraction(1), 0.75);
+        assert_eq!(s.up_fraction(2), 0.8, "a change of loss is not a restore");
+        assert_eq!(
+            s.offered_mbps(&[10.0, 200.0, 50.0]),
+            vec![10.0, 150.0, 40.0]
+        );
+    }
+
+    #[test]
+    fn a_path_cut_every_so_often_is_up_between_the_cuts() {
+        let s = Scenario::parse(
+            "duration = 60\n[[path]]\nrate-mbit = 10\n\
+             [[event]]\nat = 10\nevery = 30\npath = 1\naction = \"down\"\n\
+             [[event]]\nat = 20\nevery = 30\npath = 1\naction = \"up\"\n",
+            "t",
+        )
+        .unwrap();
+        // Down 10-20 and 40-50.
+        assert!((s.up_fraction(0) - 40.0 / 60.0).abs() < 1e-9);
+    }
 
     #[test]
     fn shipped_scenarios_parse() {

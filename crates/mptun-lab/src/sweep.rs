@@ -124,10 +124,11 @@ pub struct SweepResult {
     pub scenario: Scenario,
     /// mptun's goodput.
     pub mptun_mbps: f64,
-    /// The paths' own single-flow rates, summed.
+    /// The paths' own single-flow rates, each for the share of the flow
+    /// its path is up, summed.
     pub sum_mbps: f64,
-    /// The best path alone: the highest of the paths' own rates and the
-    /// best-path row.
+    /// The best path alone: the highest of the paths' own rates (each for
+    /// the share of the flow its path is up) and the best-path row.
     pub best_path_mbps: f64,
     /// One MPTCP connection with a subflow in each WireGuard tunnel, if it
     /// was measured.
@@ -153,18 +154,14 @@ pub struct SweepResult {
 impl SweepResult {
     fn of(number: usize, report: &LabReport) -> SweepResult {
         let mptun_mbps = report.systems.first().map_or(0.0, |s| s.goodput_mbps);
-        let sum_mbps: f64 = report.path_rates_mbps.iter().sum();
+        let offered = report.scenario.offered_mbps(&report.path_rates_mbps);
+        let sum_mbps: f64 = offered.iter().sum();
         let best_row = report
             .systems
             .iter()
             .filter(|s| s.name.starts_with("best path"))
             .map(|s| s.goodput_mbps);
-        let best_path_mbps = report
-            .path_rates_mbps
-            .iter()
-            .copied()
-            .chain(best_row)
-            .fold(0.0, f64::max);
+        let best_path_mbps = offered.iter().copied().chain(best_row).fold(0.0, f64::max);
         let mptcp_wireguard_mbps = report
             .systems
             .iter()
