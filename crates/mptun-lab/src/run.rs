@@ -1298,7 +1298,7 @@ pub fn render(r: &LabReport) -> String {
             "configured rates; --compare measures them"
         },
         if offered < sum {
-            format!("; {offered:.1} over the flow with the cuts, the sum \"of sum\" is of")
+            format!("; {offered:.1} for the time each path is up, which \"of sum\" is of")
         } else {
             String::new()
         }
