@@ -449,8 +449,7 @@ impl PathTable {
             p.liveness.came_back();
             // A lossy path that was down meanwhile is still lossy.
             let (state, change) = if p.liveness.aside_at(now) {
-                let loss = p.delivery.loss();
-                (PathState::SetAside, PathChange::SetAside { loss })
+                (PathState::SetAside, PathChange::BackSetAside)
             } else {
                 (PathState::Up, PathChange::Up)
             };

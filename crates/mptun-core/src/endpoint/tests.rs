@@ -327,6 +327,36 @@ fn a_cut_path_is_down_within_300_ms_and_back_when_restored() {
 }
 
 #[test]
+fn a_set_aside_path_back_from_down_says_it_stays_set_aside() {
+    // Its loss was forgotten with the outage: "set aside for 0% loss"
+    // would tell an operator nothing true.
+    let mut pair = Pair::new(&[5, 30]);
+    pair.run(0, 1000);
+    while pair.a.poll_event().is_some() {}
+    let at = pair.at(1000);
+    let path = pair.a.paths.path_mut(PathId(1));
+    path.liveness.set_aside(at);
+    path.liveness.set(PathState::SetAside);
+    pair.delays[1] = None;
+    let down_at = pair
+        .first_down(Side::A, PathId(1), 1000..2000, |_, _| {})
+        .expect("never marked down");
+    pair.delays[1] = Some(30 * MS);
+    pair.run(down_at + 1, down_at + 1000);
+    let events: Vec<PathChange> = std::iter::from_fn(|| pair.a.poll_event())
+        .map(|e| e.change)
+        .collect();
+    assert!(
+        matches!(
+            events[..],
+            [PathChange::Down { .. }, PathChange::BackSetAside]
+        ),
+        "{events:?}"
+    );
+    assert_eq!(pair.a.state(PathId(1)), PathState::SetAside);
+}
+
+#[test]
 fn light_load_takes_the_fast_path_and_heavy_load_spills_over() {
     let mut pair = Pair::new(&[5, 30]);
     pair.run(0, 1000);

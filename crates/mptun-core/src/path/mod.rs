@@ -146,6 +146,9 @@ pub enum PathChange {
         /// The loss that set it aside.
         loss: f64,
     },
+    /// Its probes are echoed again after it was down, but it had been set
+    /// aside for its loss before: it stays set aside until its retry.
+    BackSetAside,
     /// Its WireGuard session is gone.
     NoSession,
 }

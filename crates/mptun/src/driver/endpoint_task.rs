@@ -133,7 +133,8 @@ impl<T: TunDevice> EndpointTask<T> {
             self.changes.resize(i + 1, (0, None));
         }
         let (flaps, at) = &mut self.changes[i];
-        if !matches!(event.change, PathChange::Up) {
+        // A path back from down is no flap of its own, set aside or not.
+        if !matches!(event.change, PathChange::Up | PathChange::BackSetAside) {
             *flaps += 1;
         }
         *at = Some(now());
@@ -412,6 +413,11 @@ fn log_path_event(paths: &[Arc<PathInfo>], event: PathEvent) {
             %path,
             loss_pct = format!("{:.2}", loss * 100.0),
             "path set aside: losing packets while another path is clean; will retry"
+        ),
+        PathChange::BackSetAside => info!(
+            %path,
+            %endpoint,
+            "path back up; still set aside for its loss until its retry"
         ),
         PathChange::NoSession => warn!(%path, "path down: no WireGuard session"),
     }
