@@ -579,14 +579,11 @@ fn failover(
     series: &[f64],
     per_path: &[Vec<f64>],
 ) -> Option<Failover> {
-    let cut = scenario
-        .event
-        .iter()
-        .find(|e| e.action.as_deref() == Some("down"))?;
+    let cut = scenario.event.iter().find(|e| e.sets_up() == Some(false))?;
     let restore = scenario
         .event
         .iter()
-        .find(|e| e.path == cut.path && e.at > cut.at && e.action.as_deref() == Some("up"));
+        .find(|e| e.path == cut.path && e.at > cut.at && e.sets_up() == Some(true));
     let interval = SAMPLE.as_secs_f64();
     // Sample k covers (k, k+1] half seconds of the flow.
     let sample_ending = |t: f64| ((t / interval).round() as usize).checked_sub(1);

@@ -208,17 +208,12 @@ impl Scenario {
         let mut since = 0.0;
         let mut up_s = 0.0;
         for e in self.timeline().iter().filter(|e| e.path == index + 1) {
-            let now_up = match e.action.as_deref() {
-                Some("down") => false,
-                Some("up") => true,
-                _ => up,
-            };
-            let at = e.at.min(self.duration);
+            // The timeline ends with the flow.
             if up {
-                up_s += at - since;
+                up_s += e.at - since;
             }
-            since = at;
-            up = now_up;
+            since = e.at;
+            up = e.sets_up().unwrap_or(up);
         }
         if up {
             up_s += self.duration - since;
@@ -280,6 +275,16 @@ impl Scenario {
 }
 
 impl Event {
+    /// Return whether this event brings its path up (`Some(true)`), cuts
+    /// it (`Some(false)`), or leaves it as it was (`None`).
+    pub fn sets_up(&self) -> Option<bool> {
+        match self.action.as_deref() {
+            Some("down") => Some(false),
+            Some("up") => Some(true),
+            _ => None,
+        }
+    }
+
     /// Return the emulator control lines for this event.
     pub fn commands(&self) -> anyhow::Result<Vec<String>> {
         let n = self.path;

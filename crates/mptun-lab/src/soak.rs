@@ -359,8 +359,8 @@ fn report(
     sorted.sort_by(f64::total_cmp);
     let median = sorted.get(sorted.len() / 2).copied().unwrap_or(0.0);
     let timeline = scenario.timeline();
-    let cuts: Vec<f64> = action_times(&timeline, "down").collect();
-    let restores: Vec<f64> = action_times(&timeline, "up").collect();
+    let cuts: Vec<f64> = times_set(&timeline, false).collect();
+    let restores: Vec<f64> = times_set(&timeline, true).collect();
     let near =
         |second: usize, times: &[f64]| times.iter().any(|t| (second as f64 - t).abs() <= 1.0);
     let dips: Vec<Second> = series
@@ -407,13 +407,11 @@ fn report(
     }
 }
 
-fn action_times<'a>(
-    timeline: &'a [crate::scenario::Event],
-    action: &'a str,
-) -> impl Iterator<Item = f64> + 'a {
+/// Return when the events of `timeline` bring a path up (`up`) or cut one.
+fn times_set(timeline: &[crate::scenario::Event], up: bool) -> impl Iterator<Item = f64> + '_ {
     timeline
         .iter()
-        .filter(move |e| e.action.as_deref() == Some(action))
+        .filter(move |e| e.sets_up() == Some(up))
         .map(|e| e.at)
 }
 
