@@ -231,22 +231,59 @@ impl PathTable {
     /// a far one makes every segment wait for it, and a burst overflows a
     /// small one; a path that adds a few percent is not worth that. A
     /// path's own probe trains count for it (a big path the flow has not
-    /// filled yet is not small), not for the others (a train that jitter
-    /// bunched up reads far above its path). All of `usable` if every path
-    /// is small.
+    /// filled yet is not small), and for the others only up to the initial
+    /// guess (a train that jitter bunched up reads far above its path, but
+    /// a flow slowed by a far path never fills the near ones enough to
+    /// measure them). All of `usable` if every path is small.
+    ///
+    /// A path beyond the farthest of the others raises the flow's round
+    /// trip by its delay above theirs, and has to carry more for it: the
+    /// share it needs grows as the square root of the round trip's rise.
+    /// Not in proportion: a bulk flow's window grows to fill the longer
+    /// pipe and what it loses is the time to get there, which is what
+    /// keeps a far big path worth its delay.
     pub fn tcp_paths(&self, usable: PathSet) -> PathSet {
-        let capacity = |id: PathId| self.paths[id.index()].delivery.capacity();
-        let total: f64 = usable.iter().map(capacity).sum();
-        let mut set = PathSet::default();
+        let delivery = |id: PathId| &self.paths[id.index()].delivery;
+        let credit = |id: PathId| delivery(id).capacity_or_trains();
+        let total: f64 = usable.iter().map(credit).sum();
+        let carries = |id: PathId| {
+            let own = delivery(id).capacity();
+            let train = delivery(id).train_rate().unwrap_or(0.0);
+            (own.max(train), total - credit(id))
+        };
+        let mut big = PathSet::default();
         for id in usable.iter() {
-            let own = capacity(id);
-            let train = self.paths[id.index()].delivery.train_rate();
-            if own.max(train.unwrap_or(0.0)) >= TCP_SMALL_SHARE * (total - own) {
+            let (own, others) = carries(id);
+            if own >= TCP_SMALL_SHARE * others {
+                big.insert(id);
+            }
+        }
+        if big == PathSet::default() {
+            return usable;
+        }
+        let Some(least) = self.least_round_trip() else {
+            return big;
+        };
+        let least_us = least.as_micros() as f64;
+        let base_min = base_min(&self.paths);
+        let above = |id: PathId| self.paths[id.index()].base_above(base_min);
+        let mut set = PathSet::default();
+        for id in big.iter() {
+            let others_above = big
+                .iter()
+                .filter(|&o| o != id)
+                .map(above)
+                .fold(0.0, f64::max);
+            // The flow's round trip: the least, its segments held as long
+            // as the farthest path it takes needs above the nearest.
+            let rise = (least_us + above(id)) / (least_us + others_above).max(1.0);
+            let (own, others) = carries(id);
+            if own >= TCP_SMALL_SHARE * rise.max(1.0).sqrt() * others {
                 set.insert(id);
             }
         }
         if set == PathSet::default() {
-            usable
+            big
         } else {
             set
         }

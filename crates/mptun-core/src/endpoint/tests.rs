@@ -2,6 +2,7 @@
 //! one-way delays, in virtual time.
 
 use super::*;
+use crate::path::delivery::LossContext;
 use crate::path::PathChange;
 use crate::paths::LOSS_CLEAN;
 use crate::wire::nack::Nack;
@@ -1173,6 +1174,56 @@ fn tcp_keeps_off_a_path_too_small_to_be_worth_it() {
         .take_train_rate(1.25e6);
     let (path, _) = pair.send_packet(now, tcp_ack()).expect("sent");
     assert_eq!(path, PathId(0));
+}
+
+#[test]
+fn tcp_keeps_off_a_far_small_path_that_would_raise_its_round_trip_for_little() {
+    // Lab sweep seed 9311, #1: 15 Mbit/s 64 ms beyond a 171 and a 195
+    // Mbit/s path, whose trains read 95 and 22 (the jitter spread them).
+    // At a tenth of those it took TCP, the flow's round trip rose from 27
+    // ms to 92, and the flow, slowed, never filled the near paths: 0.14 of
+    // the best path.
+    let mut pair = Pair::new(&[13, 13, 77]);
+    pair.run(0, 2000);
+    let trains = [11.9e6, 2.75e6, 1.875e6];
+    for (path, rate) in pair.a.paths.as_mut_slice().iter_mut().zip(trains) {
+        path.delivery.take_train_rate(rate);
+    }
+    let far_share = |pair: &mut Pair, at: u64| {
+        let mut far = 0;
+        for k in 0..100 {
+            let now = pair.at(at) + Duration::from_micros(50 * k);
+            let (path, _) = pair.send_packet(now, tcp_segment(1200)).expect("sent");
+            far += usize::from(path == PathId(2));
+        }
+        far
+    };
+    assert_eq!(far_share(&mut pair, 2000), 0);
+    // Nor once a jittery near path is taken for a small one: its jitter
+    // read as a queue while a flow sent it 25 Mbit/s.
+    let now = pair.at(2100);
+    let delivery = &mut pair.a.paths.as_mut_slice()[0].delivery;
+    let settled = LossContext {
+        congested: false,
+        settled: true,
+    };
+    for i in 0..5u32 {
+        let probe = Probe {
+            sent_us: 10_000_000 + u64::from(i) * 100_000,
+            rx_packets: u64::from(i) * 250,
+            rx_bytes: u64::from(i) * 312_500,
+            rx_highest_path_seq: Seq(i * 250),
+            ..Probe::default()
+        };
+        let at = now + Duration::from_millis(u64::from(i) * 100);
+        delivery.handle_report(at, &probe, 3_000.0, Some(0.0), settled);
+    }
+    let capacity = delivery.capacity();
+    assert!((capacity - 3.125e6).abs() < 1.0, "{capacity}");
+    assert_eq!(far_share(&mut pair, 2600), 0);
+    // A far path big enough for the round trip it adds takes its share.
+    pair.a.paths.as_mut_slice()[2].delivery.take_train_rate(5e6);
+    assert!(far_share(&mut pair, 2700) > 0);
 }
 
 #[test]

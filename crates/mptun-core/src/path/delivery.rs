@@ -160,6 +160,17 @@ impl Delivery {
             .max(unqueued)
     }
 
+    /// Return the path's capacity, bytes per second, as the evidence for
+    /// it says at least: measured, or where its probe trains arrived
+    /// faster, their rate up to the initial guess. A flow that never
+    /// filled the path measured little more than what it sent, or, on a
+    /// jittery path, took its jitter for a queue and the little it sent
+    /// for the capacity.
+    pub fn capacity_or_trains(&self) -> f64 {
+        let trains = self.rate_train.map_or(0.0, |r| r.min(INITIAL_RATE));
+        self.capacity().max(trains)
+    }
+
     /// Take the rate one of our probe trains arrived at, bytes per second.
     pub fn take_train_rate(&mut self, rate: f64) {
         self.rate_train = Some(self.rate_train.map_or(rate, |r| r.max(rate)));
