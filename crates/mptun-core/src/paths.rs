@@ -509,10 +509,12 @@ impl PathTable {
             return;
         }
         let another_clean = self.paths.iter().enumerate().any(|(j, q)| {
+            let (any_loss, any_packets) = q.delivery.any_loss();
             j != i
                 && q.state() == PathState::Up
-                && q.delivery.loss() < LOSS_CLEAN
-                && q.delivery.judged_packets() >= LOSS_MIN_PACKETS
+                && ((q.delivery.loss() < LOSS_CLEAN
+                    && q.delivery.judged_packets() >= LOSS_MIN_PACKETS)
+                    || (any_loss < LOSS_CLEAN && any_packets >= LOSS_MIN_PACKETS))
         });
         if another_clean {
             let loss = p.delivery.loss();

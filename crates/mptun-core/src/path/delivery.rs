@@ -120,6 +120,11 @@ pub(crate) struct Delivery {
     loss: f64,
     /// Packets the loss was judged over.
     judged_packets: u64,
+    /// Loss of our data over every span, queue overflows included, as a
+    /// fraction, smoothed as `loss`.
+    any_loss: f64,
+    /// Packets `any_loss` was measured over.
+    any_packets: u64,
     /// Our path sequence number of the last data packet sent into a
     /// standing queue (flagged congested).
     last_congested: Option<Seq>,
@@ -138,6 +143,8 @@ impl Default for Delivery {
             last_report: None,
             loss: 0.0,
             judged_packets: 0,
+            any_loss: 0.0,
+            any_packets: 0,
             last_congested: None,
             resumed_at: None,
         }
@@ -215,6 +222,14 @@ impl Delivery {
     /// Return how many packets the loss was judged over.
     pub fn judged_packets(&self) -> u64 {
         self.judged_packets
+    }
+
+    /// Return the loss over every span, overflows of a queue included, and
+    /// how many packets it was measured over: a path that carries a
+    /// standing queue throughout is never judged, but one that loses
+    /// little even so is clean.
+    pub fn any_loss(&self) -> (f64, u64) {
+        (self.any_loss, self.any_packets)
     }
 
     /// Note that the packet numbered `path_seq` on the path was sent into a
@@ -374,6 +389,11 @@ impl Delivery {
         }
         let lost = expected.saturating_sub(got).max(0);
         let fraction = lost as f64 / expected as f64;
+        let w = expected as f64 / (expected as f64 + LOSS_MEMORY_PACKETS);
+        if context.settled {
+            self.any_loss = self.any_loss * (1.0 - w) + fraction * w;
+            self.any_packets = self.any_packets.saturating_add(expected as u64);
+        }
         if !context.congested && !sent_into_queue && context.settled {
             // What the peer saw dropped at a full queue is congestion, not
             // the path's loss.
@@ -382,7 +402,6 @@ impl Delivery {
                 .saturating_sub(last.rx_missed_at_queue);
             let at_queue = i64::try_from(at_queue).unwrap_or(i64::MAX);
             let path_lost = lost.saturating_sub(at_queue).max(0);
-            let w = expected as f64 / (expected as f64 + LOSS_MEMORY_PACKETS);
             self.loss = self.loss * (1.0 - w) + path_lost as f64 / expected as f64 * w;
             self.judged_packets += expected as u64;
             return false;
@@ -472,5 +491,28 @@ mod tests {
         // A peer that says more dropped at a queue than went missing
         // leaves no loss, not a negative one.
         assert_eq!(judge(80), 0.0);
+    }
+    #[test]
+    fn a_path_that_always_carries_a_queue_is_measured_clean_over_every_span() {
+        let start = crate::tests::t0();
+        // Every span has a packet sent into a standing queue, so none is
+        // judged; 1 in 1000 packets goes missing.
+        let mut d = Delivery::default();
+        for i in 0..20u64 {
+            d.sent_congested(Seq((i * 1000 + 500) as u32));
+            let probe = Probe {
+                sent_us: i * 100_000,
+                rx_packets: i * 999,
+                rx_bytes: i * 999 * 1000,
+                rx_highest_path_seq: Seq((i * 1000) as u32),
+                ..Probe::default()
+            };
+            let now = start + Duration::from_millis(i * 100);
+            d.handle_report(now, &probe, 20_000.0, Some(0.0), SETTLED);
+        }
+        assert_eq!(d.judged_packets(), 0);
+        let (loss, packets) = d.any_loss();
+        assert_eq!(packets, 19_000);
+        assert!((loss - 0.001).abs() < 0.0002, "loss {loss}");
     }
 }
