@@ -1354,6 +1354,29 @@ fn a_big_jittery_path_is_not_measured_by_the_few_steps_of_jitter_seen_before_a_f
 }
 
 #[test]
+fn a_big_jittery_path_is_measured_by_a_train_longer_than_its_jitter() {
+    // Lab sweep seed 5581, #13: 0.40 of the 303 Mbit/s path alone. Its
+    // ±4.5 ms of jitter spread each 16-packet train over up to 9 ms, and
+    // the trains read 20-110 Mbit/s; taken for that, the path was
+    // starved while the flow overran the two small far ones, and CUBIC,
+    // leaving slow start at a few hundred packets, kept to that window
+    // for the rest of the transfer. A train long enough to span twice
+    // the jitter at the initial guess reads it at that guess or more.
+    let paths = [
+        spec(21.0, 51.0, 0.0, 0.0),
+        spec(28.0, 76.0, 5.0, 0.0),
+        spec(303.0, 26.0, 4.5, 0.0),
+    ];
+    for seed in 1301..1304 {
+        let (all, alone) = flow_and_best_path("big jittery near path", seed, &paths, 2, 0.5, 10.5);
+        assert!(
+            all >= 0.8 * alone,
+            "seed {seed}: {all:.1} Mbit/s over the three paths, {alone:.1} over the big one alone"
+        );
+    }
+}
+
+#[test]
 fn a_loss_at_one_path_s_queue_is_repaired_while_others_have_room() {
     // Sweep seed 1, #10. The near paths fill first; losses at their
     // queues are repaired on the paths with room rather than left to the

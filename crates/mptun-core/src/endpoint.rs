@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use crate::buf::{BufPool, PacketBuf};
 use crate::equalize::{DelayLine, DscpSet, Release};
-use crate::path::train::{TRAIN_PACKETS, TRAIN_PACKET_LEN};
+use crate::path::train::TRAIN_PACKET_LEN;
 use crate::path::{PathEstimate, PathEvent, PathId, PathSet, PathState};
 use crate::paths::{PathTable, HOLD_FLOOR, REPAIR_PATIENCE_MARGIN};
 use crate::reorder::{Arrival, HoldHistogram, ReorderBuffer, ReorderConfig, ReorderStats};
@@ -371,8 +371,8 @@ impl Endpoint {
             self.path_stats[path.index()].tx_probes += 1;
             self.outgoing[path.index()].push_back(buf);
         }
-        while let Some((path, number)) = self.paths.poll_train(now) {
-            self.queue_train(path, number);
+        while let Some((path, number, packets)) = self.paths.poll_train(now) {
+            self.queue_train(path, number, packets);
         }
         self.update_hints(now);
         if self.reorder.poll_timeout().is_some_and(|t| t <= now) {
@@ -618,15 +618,15 @@ impl Endpoint {
         }
     }
 
-    /// Queue the packets of probe train `number` on `path`, back to back.
-    fn queue_train(&mut self, path: PathId, number: u32) {
+    /// Queue the `packets` of probe train `number` on `path`, back to back.
+    fn queue_train(&mut self, path: PathId, number: u32, packets: u16) {
         let len = TRAIN_PACKET_LEN.min(self.pool.capacity().saturating_sub(TRAILER_LEN));
         let trailer = Trailer::control(Kind::Train, self.epoch, self.paths.usable());
-        for index in 0..TRAIN_PACKETS {
+        for index in 0..packets {
             let train = Train {
                 number,
                 index,
-                count: TRAIN_PACKETS,
+                count: packets,
             };
             let mut buf = self.pool.take(0);
             buf.fill(0, len, |b| train.encode(b, len));

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use crate::path::estimators::under_way_above;
 use crate::path::probing::{PROBE_BUSY, PROBE_IDLE};
+use crate::path::train::TRAIN_PACKET_LEN;
 use crate::path::{
     base_min, Path, PathChange, PathEstimate, PathEvent, PathId, PathSet, PathState, PathTimer,
     CONGESTED_US, MISSED_AT_QUEUE_US,
@@ -531,7 +532,11 @@ impl PathTable {
             .iter()
             .position(|p| p.probes.next_at().is_some_and(|t| t <= now))?;
         let p = &mut self.paths[i];
-        let interval = if p.probe_fast(now) {
+        // Fast too until the path's jitter is measured: a flow may start
+        // within a few idle probes, and neither a queue nor a probe
+        // train's rate can be told from that jitter before.
+        let interval = if p.probe_fast(now) || (p.state() == PathState::Up && !p.idle_jitter.warm())
+        {
             PROBE_BUSY
         } else {
             PROBE_IDLE
@@ -539,7 +544,7 @@ impl PathTable {
         let sent_before = p.queue.sent_total();
         let number = p.probes.send(now, interval, sent_before);
         let echo = p.peer_probes.to_echo();
-        let train = p.peer_trains.report();
+        let train = p.peer_trains.report(now_us);
         let probe = Probe {
             number,
             sent_us: now_us,
@@ -559,12 +564,17 @@ impl PathTable {
 
     /// Return the next probe train due by `now`, its path and number; call
     /// until `None`.
-    pub fn poll_train(&mut self, now: Instant) -> Option<(PathId, u32)> {
+    pub fn poll_train(&mut self, now: Instant) -> Option<(PathId, u32, u16)> {
         let i = self
             .paths
             .iter()
             .position(|p| p.trains.next_at().is_some_and(|t| t <= now))?;
-        Some((PathId(i as u8), self.paths[i].trains.send(now)))
+        let p = &mut self.paths[i];
+        let (number, packets) = p.trains.send(now);
+        // The train queues at the bottleneck like data: what is sent
+        // behind it waits.
+        p.add_to_queue(now, usize::from(packets) * TRAIN_PACKET_LEN);
+        Some((PathId(i as u8), number, packets))
     }
 
     /// Take a packet of `len` bytes of a probe train the peer sent on

@@ -8,7 +8,7 @@ use crate::seq::Seq;
 use crate::wire::Probe;
 
 /// Rate assumed for a path before it has been measured: 100 Mbit/s.
-const INITIAL_RATE: f64 = 12.5e6;
+pub(crate) const INITIAL_RATE: f64 = 12.5e6;
 /// Headroom over the measured delivery rate, so a path's share can grow
 /// when it has capacity to spare (as BBR's probing gain).
 const RATE_GAIN: f64 = 1.25;
@@ -178,9 +178,9 @@ impl Delivery {
         self.capacity().max(trains)
     }
 
-    /// Take the rate one of our probe trains arrived at, bytes per second.
-    pub fn take_train_rate(&mut self, rate: f64) {
-        self.rate_train = Some(self.rate_train.map_or(rate, |r| r.max(rate)));
+    /// Set the rate our probe trains say the path has, bytes per second.
+    pub fn set_train_rate(&mut self, rate: Option<f64>) {
+        self.rate_train = rate;
     }
 
     /// Return the highest rate our probe trains arrived at, bytes per
@@ -443,7 +443,7 @@ mod tests {
         let with_trains = |rate: Option<f64>| {
             let mut d = Delivery::default();
             if let Some(rate) = rate {
-                d.take_train_rate(rate);
+                d.set_train_rate(Some(rate));
             }
             d
         };
@@ -492,6 +492,7 @@ mod tests {
         // leaves no loss, not a negative one.
         assert_eq!(judge(80), 0.0);
     }
+
     #[test]
     fn a_path_that_always_carries_a_queue_is_measured_clean_over_every_span() {
         let start = crate::tests::t0();

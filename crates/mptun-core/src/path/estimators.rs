@@ -179,6 +179,12 @@ impl StepJitter {
         self.last = None;
     }
 
+    /// Return whether enough steps were taken for their mean to stand for
+    /// the jitter.
+    pub fn warm(&self) -> bool {
+        self.steps >= STEP_JITTER_WARM
+    }
+
     /// Return the jitter, µs: the mean step once there are enough, the
     /// largest before; `None` before two samples.
     pub fn get(&self) -> Option<f64> {

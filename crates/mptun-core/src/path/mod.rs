@@ -325,7 +325,7 @@ impl Path {
         limit.is_some_and(|l| self.model_queue_us(now) >= l)
     }
 
-    /// Account for `len` data bytes sent at `now`.
+    /// Account for `len` bytes of data or a probe train sent at `now`.
     pub fn add_to_queue(&mut self, now: Instant, len: usize) {
         let rate = self.rate();
         self.queue.add(now, len, rate);
@@ -474,7 +474,8 @@ impl Path {
             self.rtt.update(rtt as f64);
             let owd = offset_us(probe.echo_arrived_us, probe.echo_sent_us);
             self.owd_out.update(now, owd);
-            if self.busy(now) {
+            let behind_train = echoed_sent_at.is_some_and(|at| self.trains.may_have_delayed(at));
+            if self.busy(now) || behind_train {
                 self.idle_jitter.interrupt();
             } else {
                 self.idle_jitter.update(owd);
@@ -502,8 +503,15 @@ impl Path {
         {
             self.queue_limit.overflowed(now);
         }
-        if let Some(rate) = self.trains.take_report(probe) {
-            self.delivery.take_train_rate(rate);
+        self.trains.take_report(probe);
+        if self.trains.reported() {
+            self.delivery.set_train_rate(self.trains.rate());
+            // The jitter is measured after the first trains arrive; a long
+            // train is worth its burst only to an idle path.
+            let jitter_us = self.idle_jitter.get().filter(|_| self.idle_jitter.warm());
+            if let Some(jitter_us) = jitter_us.filter(|_| !self.busy(now)) {
+                self.trains.lengthen_for_jitter(now, jitter_us);
+            }
         }
         Some((fresh_echo, echoed_sent_at))
     }

@@ -13,9 +13,19 @@
 //! batch and understates one whose receiver stalled mid-train or whose delay
 //! varies: the sender takes the highest of a few trains, and uses it only to
 //! lower the initial guess.
+//!
+//! A train no longer than its path's jitter says nothing of the rate:
+//! sixteen packets that leave a 300 Mbit/s bottleneck within half a
+//! millisecond, each delayed by its own draw of ±4.5 ms of jitter, arrive
+//! spread over up to 9 ms, and read as 20-50 Mbit/s. Where every train
+//! did, one more follows once the jitter is measured, long enough to span
+//! twice the jitter at the initial guess, and its rate stands for the
+//! path's.
 
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+use super::delivery::INITIAL_RATE;
 use crate::wire::{Probe, Train};
 
 /// Trains sent when a session comes up.
@@ -27,6 +37,21 @@ pub const TRAIN_PACKETS: u16 = 16;
 pub const TRAIN_PACKET_LEN: usize = 1100;
 /// Time between trains, so the train before has left a slow path's queue.
 const TRAIN_GAP: Duration = Duration::from_millis(50);
+/// Multiple of a path's jitter (the mean step between consecutive one-way
+/// delays) a train must span for its rate to be the path's rather than the
+/// jitter's. Uniform jitter of ±j steps by 2j/3 on average and spreads a
+/// train by up to 2j: three steps.
+const TRAIN_JITTER_STEPS: f64 = 3.0;
+/// Where no train spanned more than the jitter, one more is sent, long
+/// enough to span this many steps of it at the initial guess of a path's
+/// rate: twice what a train must span. A path it still crosses within the
+/// jitter is at least about that guess, and no train lowers it.
+const LONG_TRAIN_JITTER_STEPS: f64 = 2.0 * TRAIN_JITTER_STEPS;
+/// Most packets in the long train (563 KB): enough for ±11 ms of jitter.
+const LONG_TRAIN_MAX_PACKETS: u16 = 512;
+/// How long after a long train was sent our probes may still wait behind
+/// it: on a slow path, as long as the path's queue holds.
+const LONG_TRAIN_DRAIN: Duration = Duration::from_millis(200);
 
 /// The trains we send on the path.
 #[derive(Clone, Debug, Default)]
@@ -36,8 +61,28 @@ pub(crate) struct OurTrains {
     /// Trains still to send since the session came up.
     left: u32,
     next_at: Option<Instant>,
+    /// Packets in the next train.
+    next_packets: u16,
+    /// When the last train was sent, and until when a packet sent after it
+    /// may wait behind it.
+    delaying: Option<(Instant, Instant)>,
+    /// Whether the long train was sent since the session came up.
+    long_sent: bool,
+    /// The number of the last long train sent.
+    long_number: Option<u32>,
     /// The last train the peer's report was taken for.
     reported: u32,
+    /// How the last few trains reported arrived, oldest first.
+    arrived: VecDeque<Arrived>,
+}
+
+/// How one of our trains arrived, as the peer reported it.
+#[derive(Clone, Copy, Debug)]
+struct Arrived {
+    /// Bytes per second.
+    rate: f64,
+    span_us: u32,
+    long: bool,
 }
 
 impl OurTrains {
@@ -50,6 +95,8 @@ impl OurTrains {
     pub fn start(&mut self, now: Instant) {
         self.left = TRAINS;
         self.next_at = Some(now);
+        self.next_packets = TRAIN_PACKETS;
+        self.long_sent = false;
     }
 
     /// Send no more (no session).
@@ -59,25 +106,97 @@ impl OurTrains {
     }
 
     /// Number the train sent at `now` and schedule the next; return its
-    /// number.
-    pub fn send(&mut self, now: Instant) -> u32 {
+    /// number and how many packets it has.
+    pub fn send(&mut self, now: Instant) -> (u32, u16) {
         self.sent = self.sent.wrapping_add(1).max(1);
         self.left = self.left.saturating_sub(1);
         self.next_at = (self.left > 0).then(|| now + TRAIN_GAP);
-        self.sent
+        let packets = self.next_packets;
+        let drain = if packets > TRAIN_PACKETS {
+            LONG_TRAIN_DRAIN
+        } else {
+            TRAIN_GAP
+        };
+        self.delaying = Some((now, now + drain));
+        if packets > TRAIN_PACKETS {
+            self.long_number = Some(self.sent);
+        }
+        self.next_packets = TRAIN_PACKETS;
+        (self.sent, packets)
     }
 
-    /// Take the train report in a probe from the peer; return the rate the
-    /// train arrived at, bytes per second, if it reports one of ours not
-    /// taken before.
-    pub fn take_report(&mut self, probe: &Probe) -> Option<f64> {
+    /// Send the long train now if every train reported so far crossed the
+    /// path within its measured jitter of `jitter_us`, and none is still to
+    /// be sent.
+    pub fn lengthen_for_jitter(&mut self, now: Instant, jitter_us: f64) {
+        let within_jitter = |t: &Arrived| f64::from(t.span_us) <= TRAIN_JITTER_STEPS * jitter_us;
+        if self.long_sent
+            || self.left > 0
+            || self.arrived.is_empty()
+            || !self.arrived.iter().all(within_jitter)
+        {
+            return;
+        }
+        let bytes = INITIAL_RATE * LONG_TRAIN_JITTER_STEPS * jitter_us / 1e6;
+        let packets = (bytes / TRAIN_PACKET_LEN as f64).ceil();
+        self.next_packets = if packets >= f64::from(LONG_TRAIN_MAX_PACKETS) {
+            LONG_TRAIN_MAX_PACKETS
+        } else {
+            (packets as u16).max(TRAIN_PACKETS)
+        };
+        self.long_sent = true;
+        self.left = 1;
+        self.next_at = Some(now);
+    }
+
+    /// Return whether a packet sent at `at` may have waited behind a train
+    /// at the path's bottleneck: its delay then says how slow the path is,
+    /// not how its delay varies.
+    pub fn may_have_delayed(&self, at: Instant) -> bool {
+        self.delaying
+            .is_some_and(|(sent, until)| at >= sent && at < until)
+    }
+
+    /// Take the train report in a probe from the peer, if it reports one of
+    /// ours not taken before; return whether it did.
+    pub fn take_report(&mut self, probe: &Probe) -> bool {
         let number = probe.train_number;
         if number == 0 || number <= self.reported || number > self.sent {
-            return None;
+            return false;
         }
         self.reported = number;
-        (probe.train_span_us > 0 && probe.train_bytes > 0)
-            .then(|| f64::from(probe.train_bytes) * 1e6 / f64::from(probe.train_span_us))
+        if probe.train_span_us == 0 || probe.train_bytes == 0 {
+            return false; // read in one batch
+        }
+        if self.arrived.len() > TRAINS as usize {
+            self.arrived.pop_front();
+        }
+        self.arrived.push_back(Arrived {
+            rate: f64::from(probe.train_bytes) * 1e6 / f64::from(probe.train_span_us),
+            span_us: probe.train_span_us,
+            long: self.long_number == Some(number),
+        });
+        true
+    }
+
+    /// Return whether the peer reported any of our trains.
+    pub fn reported(&self) -> bool {
+        !self.arrived.is_empty()
+    }
+
+    /// Return the rate our trains arrived at, bytes per second: the long
+    /// train's if it was reported (however short its span: sized by the
+    /// jitter, it then arrived at twice the initial guess or more), else
+    /// the highest of the others'.
+    pub fn rate(&self) -> Option<f64> {
+        let highest = |long: bool| {
+            self.arrived
+                .iter()
+                .filter(|t| t.long == long)
+                .map(|t| t.rate)
+                .reduce(f64::max)
+        };
+        highest(true).or_else(|| highest(false))
     }
 }
 
@@ -153,8 +272,17 @@ impl PeerTrains {
         }
     }
 
-    /// Return the report for the peer: the last train received whole.
-    pub fn report(&self) -> TrainReport {
+    /// Return the report for the peer at `now_us`: the last train received
+    /// whole, or whose tail stopped coming (lost at a queue a long train
+    /// overflowed).
+    pub fn report(&mut self, now_us: u64) -> TrainReport {
+        let gap_us = TRAIN_GAP.as_micros() as u64;
+        if self
+            .arriving
+            .is_some_and(|a| now_us.saturating_sub(a.last_us) >= gap_us)
+        {
+            self.finish();
+        }
         self.last
     }
 
@@ -182,17 +310,17 @@ mod tests {
         theirs.handle(1_000, &packet(1, 0), 1100);
         theirs.handle(2_000, &packet(1, 1), 1100);
         theirs.handle(3_000, &packet(1, 2), 1100);
-        assert_eq!(theirs.report(), TrainReport::default(), "not whole yet");
+        assert_eq!(theirs.report(0), TrainReport::default(), "not whole yet");
         theirs.handle(4_000, &packet(1, 3), 1100);
         let report = TrainReport {
             number: 1,
             bytes: 3300,
             span_us: 3000,
         };
-        assert_eq!(theirs.report(), report);
+        assert_eq!(theirs.report(0), report);
         // A straggler of it changes nothing.
         theirs.handle(9_000, &packet(1, 2), 1100);
-        assert_eq!(theirs.report(), report);
+        assert_eq!(theirs.report(0), report);
 
         let mut ours = OurTrains::default();
         let now = crate::tests::t0();
@@ -204,8 +332,9 @@ mod tests {
             train_span_us: report.span_us,
             ..Probe::default()
         };
-        assert_eq!(ours.take_report(&probe), Some(1.1e6), "3300 bytes in 3 ms");
-        assert_eq!(ours.take_report(&probe), None, "taken once");
+        assert!(ours.take_report(&probe));
+        assert_eq!(ours.rate(), Some(1.1e6), "3300 bytes in 3 ms");
+        assert!(!ours.take_report(&probe), "taken once");
     }
 
     #[test]
@@ -215,7 +344,7 @@ mod tests {
         theirs.handle(3_000, &packet(1, 2), 1000);
         theirs.handle(50_000, &packet(2, 0), 1000);
         assert_eq!(
-            theirs.report(),
+            theirs.report(0),
             TrainReport {
                 number: 1,
                 bytes: 1000,
@@ -225,8 +354,8 @@ mod tests {
         // An older train's packet after a newer one started is ignored.
         theirs.handle(50_500, &packet(1, 3), 1000);
         theirs.handle(51_000, &packet(2, 3), 1000);
-        assert_eq!(theirs.report().number, 2);
-        assert_eq!(theirs.report().span_us, 1000);
+        assert_eq!(theirs.report(0).number, 2);
+        assert_eq!(theirs.report(0).span_us, 1000);
     }
 
     #[test]
@@ -240,13 +369,83 @@ mod tests {
             train_span_us,
             ..Probe::default()
         };
-        assert_eq!(ours.take_report(&report(1, 1000)), None, "none sent yet");
-        assert_eq!(ours.send(now), 1);
-        assert_eq!(ours.take_report(&report(0, 1000)), None, "no train");
-        assert_eq!(ours.take_report(&report(1, 0)), None, "one batch");
+        assert!(!ours.take_report(&report(1, 1000)), "none sent yet");
+        assert_eq!(ours.send(now), (1, TRAIN_PACKETS));
+        assert!(!ours.take_report(&report(0, 1000)), "no train");
+        assert!(!ours.take_report(&report(1, 0)), "one batch");
+        assert_eq!(ours.rate(), None);
         assert_eq!(ours.next_at(), Some(now + TRAIN_GAP));
         ours.send(now);
         ours.send(now);
         assert_eq!(ours.next_at(), None, "three trains a session");
+    }
+
+    #[test]
+    fn a_long_train_follows_where_every_train_crossed_within_the_jitter() {
+        let now = crate::tests::t0();
+        let mut ours = OurTrains::default();
+        ours.start(now);
+        let report = |train_number, train_bytes, train_span_us| Probe {
+            train_number,
+            train_bytes,
+            train_span_us,
+            ..Probe::default()
+        };
+        for _ in 0..TRAINS {
+            ours.send(now);
+        }
+        // A 300 Mbit/s path's trains spread to 5 and 4 ms by ±4.5 ms of
+        // jitter, a mean step of 3 ms: 26 and 33 Mbit/s.
+        assert!(ours.take_report(&report(1, 16_500, 5_000)));
+        assert!(ours.take_report(&report(3, 16_500, 4_000)));
+        assert_eq!(ours.rate(), Some(4.125e6));
+        ours.lengthen_for_jitter(now, 3_000.0);
+        assert_eq!(ours.next_at(), Some(now));
+        // 18 ms of it at 100 Mbit/s: 225 KB.
+        let (number, packets) = ours.send(now);
+        assert_eq!((number, packets), (4, 205));
+        assert!(ours.may_have_delayed(now + Duration::from_millis(150)));
+        // It arrived over 8 ms, within the jitter too: at 28 MB/s, it
+        // stands for the path, not the short ones.
+        assert!(ours.take_report(&report(4, 225_000, 8_000)));
+        assert_eq!(ours.rate(), Some(28.125e6));
+        // Once a session.
+        ours.lengthen_for_jitter(now, 3_000.0);
+        assert_eq!(ours.next_at(), None);
+    }
+
+    #[test]
+    fn no_long_train_where_a_train_spanned_more_than_the_jitter() {
+        let now = crate::tests::t0();
+        let mut ours = OurTrains::default();
+        ours.start(now);
+        for _ in 0..TRAINS {
+            ours.send(now);
+        }
+        let report = Probe {
+            train_number: 3,
+            train_bytes: 16_500,
+            train_span_us: 10_000,
+            ..Probe::default()
+        };
+        // A 13 Mbit/s path with ±4 ms of jitter.
+        assert!(ours.take_report(&report));
+        ours.lengthen_for_jitter(now, 2_700.0);
+        assert_eq!(ours.next_at(), None);
+        assert!(!ours.may_have_delayed(now + TRAIN_GAP));
+    }
+
+    #[test]
+    fn a_train_whose_tail_stops_coming_is_reported_a_train_gap_later() {
+        let mut theirs = PeerTrains::default();
+        theirs.handle(1_000, &packet(1, 0), 1000);
+        theirs.handle(2_000, &packet(1, 1), 1000);
+        assert_eq!(theirs.report(40_000), TrainReport::default());
+        let report = TrainReport {
+            number: 1,
+            bytes: 1000,
+            span_us: 1000,
+        };
+        assert_eq!(theirs.report(52_000), report);
     }
 }
