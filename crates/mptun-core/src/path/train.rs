@@ -113,14 +113,12 @@ impl OurTrains {
         self.next_at = (self.left > 0).then(|| now + TRAIN_GAP);
         let packets = self.next_packets;
         let drain = if packets > TRAIN_PACKETS {
+            self.long_number = Some(self.sent);
             LONG_TRAIN_DRAIN
         } else {
             TRAIN_GAP
         };
         self.delaying = Some((now, now + drain));
-        if packets > TRAIN_PACKETS {
-            self.long_number = Some(self.sent);
-        }
         self.next_packets = TRAIN_PACKETS;
         (self.sent, packets)
     }
