@@ -503,15 +503,14 @@ impl Path {
         {
             self.queue_limit.overflowed(now);
         }
-        self.trains.take_report(probe);
-        if self.trains.reported() {
+        if self.trains.take_report(probe) {
             self.delivery.set_train_rate(self.trains.rate());
-            // The jitter is measured after the first trains arrive; a long
-            // train is worth its burst only to an idle path.
-            let jitter_us = self.idle_jitter.get().filter(|_| self.idle_jitter.warm());
-            if let Some(jitter_us) = jitter_us.filter(|_| !self.busy(now)) {
-                self.trains.lengthen_for_jitter(now, jitter_us);
-            }
+        }
+        // The jitter is measured after the first trains arrive; a long
+        // train is worth its burst only to an idle path.
+        let jitter_us = self.idle_jitter.get().filter(|_| self.idle_jitter.warm());
+        if let Some(jitter_us) = jitter_us.filter(|_| !self.busy(now)) {
+            self.trains.lengthen_for_jitter(now, jitter_us);
         }
         Some((fresh_echo, echoed_sent_at))
     }

@@ -177,11 +177,6 @@ impl OurTrains {
         true
     }
 
-    /// Return whether the peer reported any of our trains.
-    pub fn reported(&self) -> bool {
-        !self.arrived.is_empty()
-    }
-
     /// Return the rate our trains arrived at, bytes per second: the long
     /// train's if it was reported (however short its span: sized by the
     /// jitter, it then arrived at twice the initial guess or more), else
