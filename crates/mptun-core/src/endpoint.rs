@@ -671,7 +671,8 @@ impl Endpoint {
 
     /// Resend the data packets a NACK from the peer asks for, each on the
     /// path where it arrives soonest among the clean ones other than the one
-    /// that lost it; and a copy on the path where it arrives soonest of all,
+    /// that lost it (among all, if none brings it before the peer stops
+    /// waiting for it; on none, if none does); and a copy on the path where it arrives soonest of all,
     /// if that is sooner by more than the receiver's margin (a near lossy
     /// path beside far clean ones: the far repair would come after the
     /// receiver gave up on it).
@@ -695,6 +696,21 @@ impl Endpoint {
         // little longer than that (see `PathTable::repair_hint`), but what
         // it holds meanwhile waits too.
         let margin_us = HOLD_FLOOR.as_secs_f64() * 1e6;
+        // A repair that would come after the peer stopped waiting for it
+        // (the NACK took about half the least round trip, and the nearest
+        // path's base delay is the other half) only delays what queues
+        // behind it: the clean paths left may be small ones that a burst
+        // of repairs buries seconds deep.
+        let in_time_us = self
+            .paths
+            .repair_hint()
+            .zip(self.paths.least_round_trip())
+            .map(|(hint, round_trip)| hint.saturating_sub(round_trip).as_secs_f64() * 1e6);
+        let in_time = |(path, arrival): (PathId, f64)| {
+            in_time_us
+                .is_none_or(|limit| arrival <= limit)
+                .then_some((path, arrival))
+        };
         for seq in nack.seqs() {
             let mut copy = self.pool.take(0);
             let Some((lost_on, sent_us)) =
@@ -709,9 +725,19 @@ impl Endpoint {
                 continue;
             };
             let len = copy.len();
+            // On a clean path if one brings it in time, else on any.
             let clean = self.paths.usable_for_repair(lost_on);
             let paths = self.paths.as_mut_slice();
-            let Some((path, arrival)) = self.scheduler.pick_soonest(paths, now, len, clean) else {
+            let on_clean = self
+                .scheduler
+                .pick_soonest(paths, now, len, clean)
+                .and_then(in_time);
+            let paths = self.paths.as_mut_slice();
+            let Some((path, arrival)) = on_clean.or_else(|| {
+                self.scheduler
+                    .pick_soonest(paths, now, len, usable)
+                    .and_then(in_time)
+            }) else {
                 self.pool.put(copy);
                 continue;
             };

@@ -102,7 +102,9 @@ impl Scheduler {
 
     /// Return the path among `candidates` where `len` bytes sent at `now`
     /// arrive soonest, with that arrival (µs, relative to the nearest
-    /// path's base delay): for repairs, which a receiver is waiting on.
+    /// path's base delay): for repairs, which a receiver is waiting on. A
+    /// path whose queue is as deep as when it overflowed is none: what
+    /// joins the queue there is most likely dropped.
     pub fn pick_soonest(
         &self,
         paths: &mut [Path],
@@ -113,9 +115,9 @@ impl Scheduler {
         let base_min = base_min(paths);
         candidates
             .iter()
-            .map(|path| {
+            .filter_map(|path| {
                 let p = &mut paths[path.index()];
-                (path, arrival_us(p, now, len, base_min))
+                (!p.full(now)).then(|| (path, arrival_us(p, now, len, base_min)))
             })
             .min_by(|a, b| a.1.total_cmp(&b.1))
     }

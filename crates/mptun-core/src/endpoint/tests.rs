@@ -499,6 +499,62 @@ fn a_repair_also_takes_a_near_lossy_path_when_the_clean_ones_are_far() {
 }
 
 #[test]
+fn repairs_a_small_clean_path_cannot_bring_in_time_take_the_path_that_lost_them() {
+    // Path 1, the only clean one, carries 1 Mbit/s: a repair waits 11 ms
+    // behind each one queued before it. The peer waits for a repair about
+    // a round trip of the slowest path and a margin: 20 ms at most behind
+    // a NACK that came the near way. Queued there, repairs past the first
+    // few would come after it stopped waiting.
+    let mut pair = Pair::new(&[3, 5]);
+    pair.run(0, 1000);
+    pair.a.paths.path_mut(PathId(0)).delivery.set_loss(0.03);
+    let small = pair.a.paths.path_mut(PathId(1));
+    small.delivery.set_train_rate(Some(125_000.0));
+    let now = pair.at(1000);
+    for _ in 0..20 {
+        assert_eq!(pair.send(now, 1400).unwrap().0, PathId(0));
+    }
+    let lost: Vec<Seq> = (0..20).map(Seq).collect();
+    pair.a
+        .handle_datagrams(now, PathId(0), &mut vec![nack(EPOCH_A, &lost)]);
+    pair.flush(true, now);
+    let repairs = &pair.sent[20..];
+    let on = |path| repairs.iter().filter(|(p, _)| *p == PathId(path)).count();
+    assert!(
+        on(1) >= 1 && on(1) <= 2,
+        "{} of 20 on the small path",
+        on(1)
+    );
+    for seq in &lost {
+        assert!(
+            repairs.iter().any(|(_, t)| t.seq == *seq),
+            "{seq:?} not resent"
+        );
+    }
+}
+
+#[test]
+fn no_repair_joins_a_queue_as_deep_as_where_its_path_overflowed() {
+    // Path 1, the clean one, overflowed at a 6 ms queue and is filled
+    // past that: the repair goes on the lossy path that lost it.
+    let mut pair = Pair::new(&[3, 5]);
+    pair.run(0, 1000);
+    pair.a.paths.path_mut(PathId(0)).delivery.set_loss(0.03);
+    let now = pair.at(1000);
+    let clean = pair.a.paths.path_mut(PathId(1));
+    clean.queue_limit.met(now, 6000.0);
+    clean.queue_limit.overflowed(now);
+    clean.add_to_queue(now, 100_000);
+    assert!(clean.full(now));
+    assert_eq!(pair.send(now, 1400).unwrap().0, PathId(0));
+    pair.a
+        .handle_datagrams(now, PathId(0), &mut vec![nack(EPOCH_A, &[Seq(0)])]);
+    pair.flush(true, now);
+    let repairs: Vec<PathId> = pair.sent[1..].iter().map(|&(path, _)| path).collect();
+    assert_eq!(repairs, vec![PathId(0)]);
+}
+
+#[test]
 fn a_nack_for_a_run_before_a_restart_resends_nothing() {
     let mut pair = Pair::new(&[5, 5]);
     pair.run(0, 500);
