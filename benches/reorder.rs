@@ -232,6 +232,7 @@ impl Driver {
             paths_in_use: pattern.paths_in_use,
             previous_on_path: None,
             dropped_at_queue: 0,
+            due: None,
         };
         let packet = driver.packet(0);
         let verdict = driver.buf.handle_packet(driver.start, &first, packet);
@@ -268,6 +269,7 @@ impl Driver {
                 paths_in_use: pattern.paths_in_use,
                 previous_on_path: None,
                 dropped_at_queue: 0,
+                due: None,
             };
             let packet = self.packet(seq);
             if let Err((_, packet)) = self.buf.handle_packet(now, &arrival, packet) {

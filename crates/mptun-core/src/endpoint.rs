@@ -597,19 +597,20 @@ impl Endpoint {
             };
             self.reorder.restart(now, start);
         }
-        let arrival = Arrival {
-            path,
-            seq: trailer.seq,
-            paths_in_use: trailer.paths_in_use,
-            previous_on_path: trailer.previous_on_path,
-            dropped_at_queue: if trailer.congested { skipped } else { 0 },
-        };
         // A segment due already still goes behind those held.
         let due = trailer.held.then(|| {
             self.paths
                 .equalized_due(now, trailer.sent_us, self.max_equalize)
                 .unwrap_or(now)
         });
+        let arrival = Arrival {
+            path,
+            seq: trailer.seq,
+            paths_in_use: trailer.paths_in_use,
+            previous_on_path: trailer.previous_on_path,
+            dropped_at_queue: if trailer.congested { skipped } else { 0 },
+            due,
+        };
         if let Err((_, refused)) = self
             .reorder
             .handle_packet(now, &arrival, Received { buf, due })
@@ -845,6 +846,8 @@ impl Endpoint {
                 .equalize_wait(now, self.max_equalize)
                 .map(|spread| spread + REPAIR_PATIENCE_MARGIN),
         );
+        self.reorder
+            .set_repair_past_due(self.paths.repair_past_due(now, self.max_equalize));
     }
 }
 

@@ -41,12 +41,16 @@ const LOSS_SET_ASIDE: f64 = 0.1;
 /// trip carries less over every path than it would over the clean ones.
 const LOSS_SET_ASIDE_BEYOND_REPAIR: f64 = 0.005;
 /// How much longer than the paths' delay spread the packets behind a lost
-/// one wait for its repair. A held TCP segment waits out the spread anyway
-/// (see [`crate::equalize`]), so a repair within it costs the flow nothing;
-/// one later than a few milliseconds more costs every packet behind it
-/// more than handing it out late costs the flow's loss recovery, which
-/// takes it for reordering.
+/// one wait for its repair, and than a held TCP segment among them is held
+/// anyway (see [`crate::equalize`]): a repair within that costs the flow
+/// nothing; one later than a few milliseconds more costs every packet
+/// behind it more than handing it out late costs the flow's loss recovery,
+/// which takes it for reordering.
 pub(crate) const REPAIR_PATIENCE_MARGIN: Duration = Duration::from_millis(5);
+/// Rise of a TCP flow's round trip, as a share of it, that CUBIC's
+/// HyStart reads as a full pipe: an eighth (at least 4 ms, at most 16, in
+/// Linux).
+const HYSTART_RISE_SHARE: u32 = 8;
 /// Share of the other usable paths' capacity together below which a
 /// path carries no TCP (see [`PathTable::tcp_paths`]).
 const TCP_SMALL_SHARE: f64 = 0.1;
@@ -686,6 +690,22 @@ impl PathTable {
     pub fn equalize_wait(&self, now: Instant, max_wait: Duration) -> Option<Duration> {
         let (_, spread_us) = self.incoming_spread(now)?;
         Some(Duration::from_micros(spread_us as u64).min(max_wait))
+    }
+
+    /// Return how long past its due time a held TCP segment behind a lost
+    /// one waits for the repair (see [`crate::reorder::Arrival::due`]):
+    /// [`REPAIR_PATIENCE_MARGIN`], or less than HyStart reads as a full
+    /// pipe in the round trip of a flow held to the farthest path (the
+    /// least round trip and the spread), if that is more. A loss costs a
+    /// flow in slow start far more than a round trip that rises that much.
+    pub fn repair_past_due(&self, now: Instant, max_wait: Duration) -> Duration {
+        let round_trip = self
+            .least_round_trip()
+            .zip(self.equalize_wait(now, max_wait))
+            .map(|(least, spread)| least + spread);
+        round_trip.map_or(REPAIR_PATIENCE_MARGIN, |r| {
+            REPAIR_PATIENCE_MARGIN.max(r / HYSTART_RISE_SHARE)
+        })
     }
 
     /// Return the least base one-way delay towards us among the paths the

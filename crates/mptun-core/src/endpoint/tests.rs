@@ -1138,6 +1138,26 @@ fn a_path_added_live_carries_data_once_its_session_is_up() {
 }
 
 #[test]
+fn a_repair_is_waited_for_past_the_due_time_an_eighth_of_the_held_round_trip() {
+    // Paths 5 and 60 ms one way: a held flow's round trip is the least
+    // (10 ms) and the spread (55 ms), and HyStart reads a rise of an
+    // eighth of it, 8 ms, as a full pipe. Paths 5 and 30 ms apart: 5 ms.
+    let past_due = |delays: &[u64]| {
+        let mut pair = Pair::new(delays);
+        pair.run(0, 2000);
+        let now = pair.at(2000);
+        let max = pair.b.max_equalize;
+        pair.b.paths.repair_past_due(now, max).as_millis()
+    };
+    assert!(
+        (7..=9).contains(&past_due(&[5, 60])),
+        "{}",
+        past_due(&[5, 60])
+    );
+    assert_eq!(past_due(&[5, 30]), 5);
+}
+
+#[test]
 fn tcp_segments_that_came_the_near_way_are_held_to_the_far_one_and_counted() {
     let mut pair = Pair::new(&[5, 30]);
     pair.run(0, 2000);

@@ -120,7 +120,8 @@ impl LossEvidence {
     }
 
     /// Return the sequence number every path the sender stripes over has
-    /// delivered up to, leaving out those silent for `quiet` at `now`.
+    /// delivered up to, leaving out those silent for `quiet` at `now`, and
+    /// whether none was left out.
     ///
     /// A silent path is left out: if it died, it took its packets in flight
     /// with it, and it will never deliver past them to say so. If it is
@@ -130,16 +131,18 @@ impl LossEvidence {
     /// delivering after it stopped, for half of `quiet` at least. Nor is a
     /// path the sender has just taken up again: its silence counts from
     /// then.
-    pub fn evident(&self, now: Instant, quiet: Duration) -> Option<Seq> {
+    pub fn evident(&self, now: Instant, quiet: Duration) -> Option<(Seq, bool)> {
         let talked_until = self.last_arrival.unwrap_or(now);
         let silent = |heard: Instant| {
             now.saturating_duration_since(heard) >= quiet
                 && talked_until.saturating_duration_since(heard) >= quiet / 2
         };
         let mut evident: Option<Seq> = None;
+        let mut every_path = true;
         for p in self.in_use.iter() {
             let heard = self.heard[p.index()].max(self.joined[p.index()]);
             if heard.is_none_or(silent) {
+                every_path = false;
                 continue;
             }
             let Some(h) = self.highest[p.index()] else {
@@ -150,7 +153,7 @@ impl LossEvidence {
                 _ => h,
             });
         }
-        evident
+        evident.map(|e| (e, every_path))
     }
 
     /// Start charging gaps, from `from` on and in order, to the places

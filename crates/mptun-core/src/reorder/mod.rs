@@ -24,9 +24,10 @@ use evidence::LossEvidence;
 pub use histogram::HoldHistogram;
 use hold::Hold;
 use repair::{Repairs, WantedLate};
-use window::Window;
+use window::{Arrived, Window};
 
 use crate::path::{PathId, PathSet};
+use crate::paths::REPAIR_PATIENCE_MARGIN;
 use crate::seq::Seq;
 
 /// Longest a lost packet's repair may be waited for, whatever the hold's
@@ -92,6 +93,11 @@ pub struct Arrival {
     /// [`Trailer::congested`](crate::wire::Trailer)): most likely dropped at
     /// that queue. 0 otherwise.
     pub dropped_at_queue: u32,
+    /// For a TCP segment held to its flow's one round trip (see
+    /// [`crate::equalize`]), when it is released anyway: until then, and
+    /// a little more (see [`ReorderBuffer::set_repair_past_due`]), waiting
+    /// for a repair costs its flow nothing.
+    pub due: Option<Instant>,
 }
 
 /// Why a packet was dropped.
@@ -170,6 +176,8 @@ pub struct ReorderBuffer<P> {
     /// The least time a repair can take, if known: a round trip of the
     /// nearest path.
     repair_soonest: Option<Duration>,
+    /// How long past its due time a held segment waits for a repair.
+    repair_past_due: Duration,
     stats: ReorderStats,
 }
 
@@ -197,6 +205,7 @@ impl<P> ReorderBuffer<P> {
             wanted_late: WantedLate::default(),
             repair_patience: None,
             repair_soonest: None,
+            repair_past_due: REPAIR_PATIENCE_MARGIN,
             stats: ReorderStats::default(),
         }
     }
@@ -316,8 +325,9 @@ impl<P> ReorderBuffer<P> {
 
         if offset == 0 {
             // A repair's wait says nothing of how far paths reorder.
-            if let (Some((oldest, _)), false) = (self.window.oldest(), repair) {
-                self.hold.learn(now, now.saturating_duration_since(oldest));
+            if let (Some(oldest), false) = (self.window.oldest(), repair) {
+                self.hold
+                    .learn(now, now.saturating_duration_since(oldest.at));
             }
             self.stats.in_order += 1;
             self.ready.push_back(packet);
@@ -327,7 +337,7 @@ impl<P> ReorderBuffer<P> {
             return Ok(Verdict::InOrder);
         }
 
-        if let Err(packet) = self.window.hold(seq, packet, now) {
+        if let Err(packet) = self.window.hold(seq, packet, now, arrival.due) {
             self.stats.dropped_duplicate += 1;
             return Err((DropReason::Duplicate, packet));
         }
@@ -343,11 +353,11 @@ impl<P> ReorderBuffer<P> {
 
     /// Return when [`handle_timeout`](Self::handle_timeout) must next be called.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let (at, _) = self.window.oldest()?;
+        let oldest = self.window.oldest()?;
         // A lost front gap's repair is waited for until it is overdue, but
         // nothing held waits longer than the repair patience for it.
-        let held_out = at + self.hold();
-        let patience_out = at + self.repair_patience();
+        let held_out = oldest.at + self.hold();
+        let patience_out = self.patience_out(oldest);
         Some(match self.repair_deadline(self.window.next()) {
             Some(due) => due.min(patience_out),
             None if self.front_wanted_late() => held_out.min(patience_out),
@@ -383,16 +393,17 @@ impl<P> ReorderBuffer<P> {
                 self.release_losses(now);
                 continue;
             }
-            let Some((arrived, seq)) = self.window.oldest() else {
+            let Some(oldest) = self.window.oldest() else {
                 break;
             };
+            let (arrived, seq) = (oldest.at, oldest.seq);
             // A lost packet asked for (its repair still due, as it is not
             // overdue, or asked for to come late) is worth less wait than a
             // gap that may only be late: its repair comes a round trip
             // after the loss.
             let awaited = (self.window.front_is_gap() && self.repair_deadline(next).is_some())
                 || self.front_wanted_late();
-            if awaited && now.saturating_duration_since(arrived) >= self.repair_patience() {
+            if awaited && now >= self.patience_out(oldest) {
                 self.release_before(now, next.next());
                 self.release_losses(now);
                 continue;
@@ -404,7 +415,7 @@ impl<P> ReorderBuffer<P> {
             // is most likely lost, though not every path has said so (one
             // that carries little may deliver nothing past it for long):
             // ask for it.
-            self.judge_gaps(now, seq, None);
+            self.judge_gaps(now, seq, None, false);
             // Release the packet that waited longest, and whatever follows
             // it contiguously.
             self.release_before(now, seq);
@@ -429,6 +440,12 @@ impl<P> ReorderBuffer<P> {
         self.repair_patience = patience;
     }
 
+    /// Set how long past its due time a held TCP segment behind a loss
+    /// waits for the repair (see [`Arrival::due`]).
+    pub fn set_repair_past_due(&mut self, past_due: Duration) {
+        self.repair_past_due = past_due;
+    }
+
     /// Set the least time a repair can take (a round trip of the nearest
     /// path); `None` if not known.
     pub fn set_repair_soonest(&mut self, soonest: Option<Duration>) {
@@ -443,6 +460,28 @@ impl<P> ReorderBuffer<P> {
     fn repair_in_time(&self) -> bool {
         self.repair_soonest
             .is_none_or(|soonest| soonest <= self.repair_patience())
+    }
+
+    /// Return until when the packets behind the front gap wait for its
+    /// repair, `oldest` the one that has waited longest: the repair
+    /// patience after it arrived, the spread of the paths and a margin,
+    /// which a segment that came the nearest way is held for anyway. One
+    /// that came a farther way was under way longer, and each ms it waits
+    /// past its due time is a ms more on its flow's round trip: behind a
+    /// gap lost for certain, a held segment waits no longer past its due
+    /// time than set (see [`set_repair_past_due`](Self::set_repair_past_due)).
+    /// A gap only taken for lost, its path silent a while, may be a packet
+    /// still on its way there, late by the path's jitter: released before
+    /// it comes, it reaches the flow as a loss.
+    fn patience_out(&self, oldest: Arrived) -> Instant {
+        let patience_out = oldest.at + self.repair_patience();
+        let next = self.window.next();
+        match oldest.due {
+            Some(due) if self.repairs.certain(next, next) => {
+                patience_out.min(due.max(oldest.at) + self.repair_past_due)
+            }
+            _ => patience_out,
+        }
     }
 
     /// Return how long the packets behind a lost one wait for its repair.
@@ -495,7 +534,7 @@ impl<P> ReorderBuffer<P> {
         }
         if !self.dense(now) || !self.repair_in_time() {
             self.want_late(now, previous);
-        } else if self.repairs.ask(previous, now, next) {
+        } else if self.repairs.ask(previous, now, next, true) {
             self.stats.repairs_requested += 1;
         }
     }
@@ -520,15 +559,16 @@ impl<P> ReorderBuffer<P> {
     /// filled yet; only while packets come densely. A path silent for
     /// `quiet` is left out (see [`LossEvidence::evident`]).
     fn request_repairs(&mut self, now: Instant, arriving: Option<Seq>, quiet: Duration) {
-        if let Some(evident) = self.evidence.evident(now, quiet) {
-            self.judge_gaps(now, evident, arriving);
+        if let Some((evident, every_path)) = self.evidence.evident(now, quiet) {
+            self.judge_gaps(now, evident, arriving, every_path);
         }
     }
 
     /// Ask for a repair of every gap before `end` not judged yet, but
-    /// `arriving` and a loss at a congested path's queue; only while packets
+    /// `arriving` and a loss at a congested path's queue, lost for
+    /// `certain` (every path delivered past it) or not; only while packets
     /// come densely.
-    fn judge_gaps(&mut self, now: Instant, end: Seq, arriving: Option<Seq>) {
+    fn judge_gaps(&mut self, now: Instant, end: Seq, arriving: Option<Seq>, certain: bool) {
         let dense = self.dense(now);
         let in_time = self.repair_in_time();
         let repairing = self.repair_wait().is_some();
@@ -552,7 +592,7 @@ impl<P> ReorderBuffer<P> {
                 if repairing {
                     late.push(gap);
                 }
-            } else if self.repairs.ask(gap, now, next) {
+            } else if self.repairs.ask(gap, now, next, certain) {
                 self.stats.repairs_requested += 1;
             }
         }
@@ -651,6 +691,8 @@ mod tests {
         /// Whether a packet was fed: the first one starts the window, as
         /// the endpoint's first data packet of a run does.
         started: bool,
+        /// When the next packet fed is due, if it is a held TCP segment.
+        due: Option<Instant>,
     }
 
     impl Harness {
@@ -695,6 +737,7 @@ mod tests {
                 delivered: Vec::new(),
                 highest_path_seq: [None; 2],
                 started: false,
+                due: None,
             }
         }
 
@@ -722,6 +765,12 @@ mod tests {
             self.feed_arrival(ms, path, seq, 0, false, Some(Seq(previous)))
         }
 
+        /// Feed a TCP segment held to its flow's round trip until `due_ms`.
+        fn feed_held(&mut self, ms: u64, path: PathId, seq: u32, due_ms: u64) -> Fed {
+            self.due = Some(self.at(due_ms));
+            self.feed_arrival(ms, path, seq, 0, false, None)
+        }
+
         fn feed_arrival(
             &mut self,
             ms: u64,
@@ -742,6 +791,7 @@ mod tests {
                 paths_in_use: self.in_use,
                 previous_on_path,
                 dropped_at_queue: if congested { skipped } else { 0 },
+                due: self.due.take(),
             };
             if !self.started {
                 self.started = true;
@@ -911,6 +961,49 @@ mod tests {
         h.feed(40, P0, 6);
         assert!(h.buf.poll_nacks().is_empty());
         assert_eq!(h.buf.poll_timeout(), Some(h.at(80)));
+    }
+
+    #[test]
+    fn a_segment_that_came_a_far_way_waits_for_a_repair_little_past_its_due_time() {
+        // 2 came 2 ms before it is due (the nearest way takes 8 ms less):
+        // it waits for 1's repair until 5 ms past that, not the patience.
+        let mut h = Harness::patient();
+        h.feed(0, P1, 0);
+        h.feed_held(1, P0, 2, 3);
+        h.feed(2, P1, 3);
+        assert_eq!(h.buf.poll_nacks(), vec![Seq(1)]);
+        let due_out = Duration::from_millis(3) + REPAIR_PATIENCE_MARGIN;
+        assert_eq!(h.buf.poll_timeout(), Some(h.start + due_out));
+        h.tick(7);
+        assert_eq!(h.delivered, vec![0], "released before it was due");
+        h.tick(8);
+        h.repair_comes_late(30, 1, 2..4);
+        // One that came the nearest way is due the spread after it came,
+        // and waits the patience.
+        let mut h = Harness::patient();
+        h.feed(0, P1, 0);
+        h.feed_held(1, P0, 2, 60);
+        h.feed(2, P1, 3);
+        assert_eq!(h.buf.poll_nacks(), vec![Seq(1)]);
+        assert_eq!(h.buf.poll_timeout(), Some(h.at(11)));
+    }
+
+    #[test]
+    fn a_gap_only_taken_for_lost_is_waited_for_the_whole_patience() {
+        // 1 went on path 0, silent since 0 while path 1 went on: asked for
+        // at 20 ms (half the hold) as most likely lost, but it may only be
+        // late there; 2, due at 3 ms, waits the patience (35 ms) for it.
+        let mut h = Harness::patient();
+        h.buf.set_repair_patience(Some(Duration::from_millis(35)));
+        h.feed(0, P0, 0);
+        h.feed_held(1, P1, 2, 3);
+        h.feed(15, P1, 3);
+        assert!(h.buf.poll_nacks().is_empty());
+        h.tick(20);
+        assert_eq!(h.buf.poll_nacks(), vec![Seq(1)]);
+        assert_eq!(h.buf.poll_timeout(), Some(h.at(36)));
+        assert_eq!(h.feed(30, P0, 1), InOrder);
+        assert_eq!(h.delivered, vec![0, 1, 2, 3]);
     }
 
     #[test]
@@ -1469,6 +1562,7 @@ mod tests {
             paths_in_use: PathSet(0b11),
             previous_on_path: None,
             dropped_at_queue: 0,
+            due: None,
         };
         let mut feed = |path, seq, packet: &'static [u8]| {
             buf.handle_packet(t, &arrival(path, seq), packet).ok()

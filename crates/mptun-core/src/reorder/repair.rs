@@ -11,6 +11,16 @@ use crate::seq::Seq;
 /// that dies takes down with it; beyond this, losses are released at once.
 const MAX_AWAITING: usize = 4096;
 
+/// A repair asked for and not received yet.
+#[derive(Clone, Copy, Debug)]
+struct Awaited {
+    gap: Seq,
+    asked: Instant,
+    /// Whether the path that carried it delivered past it: lost for
+    /// certain, not only late on a path that fell silent.
+    certain: bool,
+}
+
 /// The repairs asked for and the wait for them.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Repairs {
@@ -18,9 +28,9 @@ pub(crate) struct Repairs {
     hint: Option<Duration>,
     /// How long the repairs seen so far took, with headroom.
     learned: Learned,
-    /// Repairs asked for and not received yet, with when they were asked,
-    /// in sequence order, none before the window's `next`.
-    awaiting: VecDeque<(Seq, Instant)>,
+    /// Repairs asked for and not received yet, in sequence order, none
+    /// before the window's `next`.
+    awaiting: VecDeque<Awaited>,
     /// Sequence numbers given up on while their repair was awaited.
     unrepaired: GivenUp,
     /// Every gap before this was looked at for loss evidence.
@@ -74,19 +84,26 @@ impl Repairs {
     fn index(&self, gap: Seq, next: Seq) -> Result<usize, usize> {
         let key = gap.distance_from(next);
         self.awaiting
-            .binary_search_by_key(&key, |&(s, _)| s.distance_from(next))
+            .binary_search_by_key(&key, |a| a.gap.distance_from(next))
     }
 
-    /// Ask for `gap` at `now`, unless that was done already; return
-    /// whether it was asked for now.
-    pub fn ask(&mut self, gap: Seq, now: Instant, next: Seq) -> bool {
+    /// Ask for `gap` at `now`, lost for `certain` or not, unless that was
+    /// done already; return whether it was asked for now.
+    pub fn ask(&mut self, gap: Seq, now: Instant, next: Seq, certain: bool) -> bool {
         if self.awaiting.len() >= MAX_AWAITING {
             return false;
         }
         let Err(at) = self.index(gap, next) else {
             return false;
         };
-        self.awaiting.insert(at, (gap, now));
+        self.awaiting.insert(
+            at,
+            Awaited {
+                gap,
+                asked: now,
+                certain,
+            },
+        );
         self.asked.push(gap);
         true
     }
@@ -102,9 +119,9 @@ impl Repairs {
         let Ok(i) = self.index(seq, next) else {
             return false;
         };
-        if let Some((_, asked)) = self.awaiting.remove(i) {
+        if let Some(a) = self.awaiting.remove(i) {
             self.learned
-                .learn(now, now.saturating_duration_since(asked));
+                .learn(now, now.saturating_duration_since(a.asked));
         }
         true
     }
@@ -116,8 +133,16 @@ impl Repairs {
 
     /// When the repair asked for `gap` is overdue, if it was asked for.
     pub fn deadline(&self, gap: Seq, next: Seq, max: Duration) -> Option<Instant> {
-        let &(_, asked) = self.awaiting.get(self.index(gap, next).ok()?)?;
-        Some(self.due(asked, max))
+        let a = self.awaiting.get(self.index(gap, next).ok()?)?;
+        Some(self.due(a.asked, max))
+    }
+
+    /// Return whether `gap` was asked for as lost for certain.
+    pub fn certain(&self, gap: Seq, next: Seq) -> bool {
+        self.index(gap, next)
+            .ok()
+            .and_then(|i| self.awaiting.get(i))
+            .is_some_and(|a| a.certain)
     }
 
     /// Return the gaps before `seq` whose repair is still due at `now`,
@@ -130,9 +155,9 @@ impl Repairs {
     ) -> impl Iterator<Item = (Seq, Instant)> + '_ {
         self.awaiting
             .iter()
-            .take_while(move |&&(gap, _)| gap.is_before(seq))
-            .filter(move |&&(_, asked)| self.due(asked, max) > now)
-            .copied()
+            .take_while(move |a| a.gap.is_before(seq))
+            .filter(move |a| self.due(a.asked, max) > now)
+            .map(|a| (a.gap, a.asked))
     }
 
     /// `gap` was given up on while its repair was awaited.
@@ -152,11 +177,7 @@ impl Repairs {
 
     /// Forget the repairs of sequence numbers before `next`.
     pub fn passed(&mut self, next: Seq) {
-        while self
-            .awaiting
-            .front()
-            .is_some_and(|&(seq, _)| seq.is_before(next))
-        {
+        while self.awaiting.front().is_some_and(|a| a.gap.is_before(next)) {
             self.awaiting.pop_front();
         }
     }

@@ -12,6 +12,16 @@ pub(crate) struct Held<P> {
     pub arrived: Instant,
 }
 
+/// A held packet's place in the arrival order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Arrived {
+    pub at: Instant,
+    pub seq: Seq,
+    /// When it would be released anyway, if it is a TCP segment held to
+    /// its flow's one round trip (see [`crate::equalize`]).
+    pub due: Option<Instant>,
+}
+
 /// Slots for the sequence numbers from `next` on, each empty (a gap) or
 /// holding a packet, and the held packets' arrival order.
 pub(crate) struct Window<P> {
@@ -20,10 +30,10 @@ pub(crate) struct Window<P> {
     /// `slots[i]` is sequence number `next + i`. The front is always empty
     /// (otherwise it would have been released) or absent.
     slots: VecDeque<Option<Held<P>>>,
-    /// Arrival time and sequence of every held packet, oldest first; the
-    /// front is the packet whose gap has waited longest. Entries whose
-    /// sequence was passed are removed lazily from the front.
-    arrivals: VecDeque<(Instant, Seq)>,
+    /// Every held packet in arrival order, oldest first; the front is the
+    /// packet whose gap has waited longest. Entries whose sequence was
+    /// passed are removed lazily from the front.
+    arrivals: VecDeque<Arrived>,
 }
 
 impl<P> Window<P> {
@@ -57,8 +67,8 @@ impl<P> Window<P> {
         self.arrivals.len()
     }
 
-    /// Return the packet that has waited longest, with its arrival time.
-    pub fn oldest(&self) -> Option<(Instant, Seq)> {
+    /// Return the packet that has waited longest.
+    pub fn oldest(&self) -> Option<Arrived> {
         self.arrivals.front().copied()
     }
 
@@ -78,8 +88,15 @@ impl<P> Window<P> {
     }
 
     /// Hold `packet` as `seq` (within the window's capacity, after `next`),
-    /// arrived at `now`; hand it back if it is held already.
-    pub fn hold(&mut self, seq: Seq, packet: P, now: Instant) -> Result<(), P> {
+    /// arrived at `now` and due then if `due`; hand it back if it is held
+    /// already.
+    pub fn hold(
+        &mut self,
+        seq: Seq,
+        packet: P,
+        now: Instant,
+        due: Option<Instant>,
+    ) -> Result<(), P> {
         let offset = usize::try_from(seq.distance_from(self.next)).unwrap_or(0);
         if self.slots.len() <= offset {
             self.slots.resize_with(offset + 1, || None);
@@ -91,7 +108,7 @@ impl<P> Window<P> {
             packet,
             arrived: now,
         });
-        self.arrivals.push_back((now, seq));
+        self.arrivals.push_back(Arrived { at: now, seq, due });
         Ok(())
     }
 
@@ -129,7 +146,7 @@ impl<P> Window<P> {
         while self
             .arrivals
             .front()
-            .is_some_and(|&(_, seq)| seq.is_before(self.next))
+            .is_some_and(|a| a.seq.is_before(self.next))
         {
             self.arrivals.pop_front();
         }
