@@ -673,10 +673,10 @@ impl Endpoint {
     /// Resend the data packets a NACK from the peer asks for, each on the
     /// path where it arrives soonest among the clean ones other than the one
     /// that lost it (among all, if none brings it before the peer stops
-    /// waiting for it; on none, if none does); and a copy on the path where it arrives soonest of all,
-    /// if that is sooner by more than the receiver's margin (a near lossy
-    /// path beside far clean ones: the far repair would come after the
-    /// receiver gave up on it).
+    /// waiting for it; on none, if none does); and a copy on the path where
+    /// it arrives soonest of all, if that is sooner by more than the
+    /// receiver's margin (a near lossy path beside far clean ones: the far
+    /// repair would come after the receiver gave up on it).
     fn handle_nack(&mut self, now: Instant, path: PathId, buf: &PacketBuf) {
         let nack = match Nack::decode(buf.packet()) {
             Ok(nack) => nack,
