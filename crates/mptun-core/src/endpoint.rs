@@ -7,7 +7,7 @@ use crate::buf::{BufPool, PacketBuf};
 use crate::equalize::{DelayLine, DscpSet, Release};
 use crate::path::train::TRAIN_PACKET_LEN;
 use crate::path::{PathEstimate, PathEvent, PathId, PathSet, PathState};
-use crate::paths::{PathTable, HOLD_FLOOR, REPAIR_PATIENCE_MARGIN};
+use crate::paths::{repair_past_due, PathTable, HOLD_FLOOR, REPAIR_PATIENCE_MARGIN};
 use crate::reorder::{Arrival, HoldHistogram, ReorderBuffer, ReorderConfig, ReorderStats};
 use crate::scheduler::{Policy, Scheduler};
 use crate::sent_log::SentLog;
@@ -839,15 +839,13 @@ impl Endpoint {
     fn update_hints(&mut self, now: Instant) {
         self.reorder.set_hold_hint(self.paths.hold_hint(now));
         self.reorder.set_repair_hint(self.paths.repair_hint());
+        let least_round_trip = self.paths.least_round_trip();
+        let spread = self.paths.equalize_wait(now, self.max_equalize);
+        self.reorder.set_repair_soonest(least_round_trip);
         self.reorder
-            .set_repair_soonest(self.paths.least_round_trip());
-        self.reorder.set_repair_patience(
-            self.paths
-                .equalize_wait(now, self.max_equalize)
-                .map(|spread| spread + REPAIR_PATIENCE_MARGIN),
-        );
+            .set_repair_patience(spread.map(|spread| spread + REPAIR_PATIENCE_MARGIN));
         self.reorder
-            .set_repair_past_due(self.paths.repair_past_due(now, self.max_equalize));
+            .set_repair_past_due(repair_past_due(least_round_trip, spread));
     }
 }
 

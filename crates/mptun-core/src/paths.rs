@@ -692,22 +692,6 @@ impl PathTable {
         Some(Duration::from_micros(spread_us as u64).min(max_wait))
     }
 
-    /// Return how long past its due time a held TCP segment behind a lost
-    /// one waits for the repair (see [`crate::reorder::Arrival::due`]):
-    /// [`REPAIR_PATIENCE_MARGIN`], or less than HyStart reads as a full
-    /// pipe in the round trip of a flow held to the farthest path (the
-    /// least round trip and the spread), if that is more. A loss costs a
-    /// flow in slow start far more than a round trip that rises that much.
-    pub fn repair_past_due(&self, now: Instant, max_wait: Duration) -> Duration {
-        let round_trip = self
-            .least_round_trip()
-            .zip(self.equalize_wait(now, max_wait))
-            .map(|(least, spread)| least + spread);
-        round_trip.map_or(REPAIR_PATIENCE_MARGIN, |r| {
-            REPAIR_PATIENCE_MARGIN.max(r / HYSTART_RISE_SHARE)
-        })
-    }
-
     /// Return the least base one-way delay towards us among the paths the
     /// peer is heard on (on its clock, µs), and how much more the farthest
     /// one's is among those it spreads TCP over: a far path it keeps TCP
@@ -858,6 +842,25 @@ impl PathTable {
             overflows: p.queue_limit.overflows(),
         }
     }
+}
+
+/// Return how long past its due time a held TCP segment behind a lost one
+/// waits for the repair (see [`crate::reorder::Arrival::due`]), given the
+/// paths' least round trip and the spread a held segment waits out (see
+/// [`PathTable::equalize_wait`]): [`REPAIR_PATIENCE_MARGIN`], or less than
+/// HyStart reads as a full pipe in the round trip of a flow held to the
+/// farthest path (the two summed), if that is more. A loss costs a flow in
+/// slow start far more than a round trip that rises that much.
+pub(crate) fn repair_past_due(
+    least_round_trip: Option<Duration>,
+    spread: Option<Duration>,
+) -> Duration {
+    let round_trip = least_round_trip
+        .zip(spread)
+        .map(|(least, spread)| least + spread);
+    round_trip.map_or(REPAIR_PATIENCE_MARGIN, |r| {
+        REPAIR_PATIENCE_MARGIN.max(r / HYSTART_RISE_SHARE)
+    })
 }
 
 /// Whether TCP took `p` within [`TCP_SPREAD_MEMORY`] before `now`: the

@@ -4,7 +4,7 @@
 use super::*;
 use crate::path::delivery::LossContext;
 use crate::path::PathChange;
-use crate::paths::LOSS_CLEAN;
+use crate::paths::{repair_past_due, LOSS_CLEAN};
 use crate::wire::nack::Nack;
 
 const MS: Duration = Duration::from_millis(1);
@@ -1146,8 +1146,8 @@ fn a_repair_is_waited_for_past_the_due_time_an_eighth_of_the_held_round_trip() {
         let mut pair = Pair::new(delays);
         pair.run(0, 2000);
         let now = pair.at(2000);
-        let max = pair.b.max_equalize;
-        pair.b.paths.repair_past_due(now, max).as_millis()
+        let spread = pair.b.paths.equalize_wait(now, pair.b.max_equalize);
+        repair_past_due(pair.b.paths.least_round_trip(), spread).as_millis()
     };
     assert!(
         (7..=9).contains(&past_due(&[5, 60])),
