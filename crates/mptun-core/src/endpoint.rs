@@ -366,7 +366,10 @@ impl Endpoint {
             // holds TCP segments only as long as the farthest of them needs.
             let usable = self.paths.usable();
             let (_, spread_paths) = self.paths.tcp_and_spread_paths(now, usable);
-            let trailer = Trailer::control(Kind::Probe, self.epoch, spread_paths);
+            let mut trailer = Trailer::control(Kind::Probe, self.epoch, spread_paths);
+            // Naming the path's last data packet shows its loss to the peer
+            // even when no more data follows it there.
+            (trailer.previous_on_path, trailer.congested) = self.paths.last_sent(path);
             append_trailer(&mut buf, &trailer);
             self.path_stats[path.index()].tx_probes += 1;
             self.outgoing[path.index()].push_back(buf);
@@ -661,6 +664,11 @@ impl Endpoint {
                 stats.rx_probes += 1;
                 self.paths
                     .handle_probe(now, path, &probe, trailer.paths_in_use);
+                let data_started = self.peer.is_some_and(|run| run.data_started);
+                if let Some(last_sent) = trailer.previous_on_path.filter(|_| data_started) {
+                    self.reorder
+                        .handle_path_tail(now, last_sent, trailer.congested);
+                }
                 true
             }
             Err(_) => {

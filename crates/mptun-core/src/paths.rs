@@ -376,13 +376,7 @@ impl PathTable {
         repair: bool,
     ) -> Charged {
         let queued = self.paths[path.index()].queueing_us() > CONGESTED_US;
-        // Asked per packet: the other paths only once this one is queued.
-        let congested = queued
-            && self
-                .usable()
-                .iter()
-                .filter(|&o| o != path)
-                .all(|o| self.paths[o.index()].queueing_us() > CONGESTED_US);
+        let congested = queued && self.others_queued(path);
         let p = &mut self.paths[path.index()];
         let charged = Charged {
             path_seq: p.next_path_seq,
@@ -403,6 +397,23 @@ impl PathTable {
             p.last_data_sent = Some(now);
         }
         charged
+    }
+
+    /// Return whether every usable path but `path` has a standing queue.
+    fn others_queued(&self, path: PathId) -> bool {
+        self.usable()
+            .iter()
+            .filter(|&o| o != path)
+            .all(|o| self.paths[o.index()].queueing_us() > CONGESTED_US)
+    }
+
+    /// Return the last data packet sent on `path`, for its probe to name,
+    /// and whether that path and every other is queued now (a loss there
+    /// may be the queue's, which is the inner flow's to handle).
+    pub fn last_sent(&self, path: PathId) -> (Option<Seq>, bool) {
+        let p = &self.paths[path.index()];
+        let congested = p.queueing_us() > CONGESTED_US && self.others_queued(path);
+        (p.last_seq_sent, congested)
     }
 
     /// Count a data packet of `len` bytes received on `path` at `now` as

@@ -524,17 +524,36 @@ impl<P> ReorderBuffer<P> {
         let Some(previous) = arrival.previous_on_path else {
             return;
         };
+        if previous.is_before(arrival.seq) {
+            self.ask_if_missing(now, previous, arrival.dropped_at_queue > 0);
+        }
+    }
+
+    /// Take in a probe that names `last_sent`, the last data packet its
+    /// path carried before it, `congested` if that path and every other
+    /// was queued when it was sent. A path carries a burst and then nothing
+    /// until the next (a TCP flow's early flights come a round trip apart):
+    /// the burst's last packet lost there shows no sooner than the next
+    /// burst, while what came behind it on the farther paths waits for it.
+    /// The path's next probe shows it within a probe interval.
+    pub fn handle_path_tail(&mut self, now: Instant, last_sent: Seq, congested: bool) {
+        self.ask_if_missing(now, last_sent, congested);
+    }
+
+    /// Ask for `packet`, which its path has delivered past, if it has not
+    /// come; not if it was lost at a congested queue (the inner flow's to
+    /// handle).
+    fn ask_if_missing(&mut self, now: Instant, packet: Seq, congested: bool) {
         let next = self.window.next();
-        let missing = !previous.is_before(next)
-            && previous.is_before(arrival.seq)
-            && previous.distance_from(next) < self.config.capacity as i64
-            && !self.window.holds(previous);
-        if !missing || arrival.dropped_at_queue > 0 || self.repair_wait().is_none() {
+        let missing = !packet.is_before(next)
+            && packet.distance_from(next) < self.config.capacity as i64
+            && !self.window.holds(packet);
+        if !missing || congested || self.repair_wait().is_none() {
             return;
         }
         if !self.dense(now) || !self.repair_in_time() {
-            self.want_late(now, previous);
-        } else if self.repairs.ask(previous, now, next, true) {
+            self.want_late(now, packet);
+        } else if self.repairs.ask(packet, now, next, true) {
             self.stats.repairs_requested += 1;
         }
     }

@@ -124,14 +124,15 @@ pub struct Trailer {
     /// wrapping.
     pub sent_us: u32,
     /// The data packet sent on the same path just before this one, if any
-    /// (flag P).
+    /// (flag P); on a probe, the last one sent on its path.
     pub previous_on_path: Option<Seq>,
     /// Paths the sender is striping over when it sent this packet.
     pub paths_in_use: PathSet,
     /// What the packet carries.
     pub kind: Kind,
     /// The path, and every other the sender could use, had a standing
-    /// queue when this was sent (flag C).
+    /// queue when this was sent (flag C): a loss just before it there may
+    /// be the queue's.
     pub congested: bool,
     /// A TCP segment the receiver holds, once in order, until it is as old
     /// as a packet on the farthest path (flag H).
