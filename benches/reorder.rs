@@ -233,6 +233,7 @@ impl Driver {
             previous_on_path: None,
             dropped_at_queue: 0,
             due: None,
+            unordered: false,
         };
         let packet = driver.packet(0);
         let verdict = driver.buf.handle_packet(driver.start, &first, packet);
@@ -270,6 +271,7 @@ impl Driver {
                 previous_on_path: None,
                 dropped_at_queue: 0,
                 due: None,
+                unordered: false,
             };
             let packet = self.packet(seq);
             if let Err((_, packet)) = self.buf.handle_packet(now, &arrival, packet) {

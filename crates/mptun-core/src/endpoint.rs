@@ -613,6 +613,7 @@ impl Endpoint {
             previous_on_path: trailer.previous_on_path,
             dropped_at_queue: if trailer.congested { skipped } else { 0 },
             due,
+            unordered: ip::is_bare_tcp_ack(buf.packet()),
         };
         if let Err((_, refused)) = self
             .reorder

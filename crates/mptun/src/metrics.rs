@@ -389,6 +389,11 @@ pub fn render(s: &Status) -> String {
             r.buffered,
         ),
         (
+            "mptun_reorder_passed_acks",
+            "Bare TCP ACKs delivered ahead of an earlier packet still awaited.",
+            r.passed,
+        ),
+        (
             "mptun_repairs_requested",
             "Lost packets asked for again.",
             r.repairs_requested,

@@ -190,6 +190,10 @@ pub struct ReorderStatus {
     pub held_now: usize,
     pub in_order: u64,
     pub buffered: u64,
+    /// Bare TCP ACKs handed out ahead of an earlier packet still awaited:
+    /// they need no order.
+    #[serde(default)]
+    pub passed: u64,
     pub skipped_loss: u64,
     pub skipped_timeout: u64,
     pub skipped_overflow: u64,
@@ -576,11 +580,12 @@ pub fn render(s: &Status) -> String {
     let r = &s.reorder;
     let _ = writeln!(
         o,
-        "  reorder: hold {:.1} ms, holding {}; in order {}, buffered {}; waits p50 {}, p99 {}",
+        "  reorder: hold {:.1} ms, holding {}; in order {}, buffered {}, bare ACKs passed ahead {}; waits p50 {}, p99 {}",
         r.hold_ms,
         r.held_now,
         r.in_order,
         r.buffered,
+        r.passed,
         r.wait_p50_ms.map_or("-".into(), |w| format!("{w:.2} ms")),
         r.wait_p99_ms.map_or("-".into(), |w| format!("{w:.2} ms"))
     );

@@ -1272,6 +1272,35 @@ fn tcp_ack() -> PacketBuf {
     PacketBuf::copy_of(&bytes)
 }
 
+/// Send `packet()` from A every ms for 100 ms, the 50th lost on the way,
+/// its repairs too; return B's stats.
+fn lose_one_of_a_stream(packet: fn() -> PacketBuf) -> ReorderStats {
+    let mut pair = Pair::new(&[5, 30]);
+    pair.carry_data = true;
+    pair.run(0, 1000);
+    pair.lose = |t| t.seq == Seq(50);
+    for ms in 1000..1100 {
+        pair.send_packet(pair.at(ms), packet()).expect("sent");
+        pair.run(ms, ms + 1);
+    }
+    pair.run(1100, 1300);
+    pair.b.reorder_stats()
+}
+
+#[test]
+fn a_bare_ack_is_delivered_at_once_behind_a_lost_one() {
+    // An ACK lost on the way says nothing the next one does not: waiting
+    // for its repair would delay the next by a round trip, and the flow's
+    // round trip with it, which CUBIC's HyStart reads as a full pipe.
+    let stats = lose_one_of_a_stream(tcp_ack);
+    assert_eq!((stats.buffered, stats.passed), (0, 49), "{stats:?}");
+    // Segments with data (here unheld, in a low-latency class) still wait
+    // for what was lost before them.
+    let stats = lose_one_of_a_stream(|| tcp_segment_marked(200, 0xb8));
+    assert!(stats.buffered > 0, "{stats:?}");
+    assert_eq!(stats.passed, 0, "{stats:?}");
+}
+
 #[test]
 fn tcp_keeps_off_a_path_too_small_to_be_worth_it() {
     // The near path's trains arrived at 4 Mbit/s, under a tenth of the

@@ -24,7 +24,7 @@ use evidence::LossEvidence;
 pub use histogram::HoldHistogram;
 use hold::Hold;
 use repair::{Repairs, WantedLate};
-use window::{Arrived, Window};
+use window::{Arrived, Held, Window};
 
 use crate::path::{PathId, PathSet};
 use crate::paths::REPAIR_PATIENCE_MARGIN;
@@ -74,6 +74,9 @@ pub enum Verdict {
     /// pause, or its repair slower than the repair patience, see
     /// [`ReorderBuffer::handle_timeout`]): handed out now, out of order.
     Late,
+    /// It needs no order (see [`Arrival::unordered`]): handed out now,
+    /// ahead of earlier packets still awaited.
+    Passed,
 }
 
 /// What the reorder buffer needs to know of an arriving data packet.
@@ -98,6 +101,11 @@ pub struct Arrival {
     /// a little more (see [`ReorderBuffer::set_repair_past_due`]), waiting
     /// for a repair costs its flow nothing.
     pub due: Option<Instant>,
+    /// It needs no order: a bare TCP acknowledgement, which says all that
+    /// the ones before it said. It waits for no gap: an ACK that waits for
+    /// the repair of one lost before it holds back its flow's round trip,
+    /// which CUBIC's HyStart reads as a full pipe.
+    pub unordered: bool,
 }
 
 /// Why a packet was dropped.
@@ -117,6 +125,9 @@ pub struct ReorderStats {
     pub in_order: u64,
     /// Packets that had to wait for an earlier one.
     pub buffered: u64,
+    /// Packets that needed no order, handed out ahead of an earlier one
+    /// still awaited.
+    pub passed: u64,
     /// Sequence numbers given up on as lost because every active path had
     /// already delivered past them.
     pub skipped_loss: u64,
@@ -337,6 +348,16 @@ impl<P> ReorderBuffer<P> {
             return Ok(Verdict::InOrder);
         }
 
+        if arrival.unordered {
+            if !self.window.mark_passed(seq, now) {
+                self.stats.dropped_duplicate += 1;
+                return Err((DropReason::Duplicate, packet));
+            }
+            self.stats.passed += 1;
+            self.ready.push_back(packet);
+            self.release_losses(now);
+            return Ok(Verdict::Passed);
+        }
         if let Err(packet) = self.window.hold(seq, packet, now, arrival.due) {
             self.stats.dropped_duplicate += 1;
             return Err((DropReason::Duplicate, packet));
@@ -646,10 +667,14 @@ impl<P> ReorderBuffer<P> {
         let (ready, waits, hold) = (&mut self.ready, &mut self.waits, &mut self.hold);
         let mut gaps = 0u64;
         let beyond = self.window.skip_to(target, |seq, held| match held {
-            Some(held) => {
-                waits.record(now.saturating_duration_since(held.arrived));
-                ready.push_back(held.packet);
+            Some(Held {
+                packet: Some(packet),
+                arrived,
+            }) => {
+                waits.record(now.saturating_duration_since(arrived));
+                ready.push_back(packet);
             }
+            Some(Held { packet: None, .. }) => {}
             None => {
                 gaps += 1;
                 if matches!(why, Skip::Timeout) {
@@ -673,8 +698,10 @@ impl<P> ReorderBuffer<P> {
     fn release_contiguous(&mut self, now: Instant) {
         let (ready, waits) = (&mut self.ready, &mut self.waits);
         self.window.advance_contiguous(|held| {
-            waits.record(now.saturating_duration_since(held.arrived));
-            ready.push_back(held.packet);
+            if let Some(packet) = held.packet {
+                waits.record(now.saturating_duration_since(held.arrived));
+                ready.push_back(packet);
+            }
         });
         let next = self.window.next();
         self.evidence.passed(next);
@@ -695,9 +722,10 @@ mod tests {
         InOrder,
         Late,
         Buffered,
+        Passed,
         Dropped(DropReason),
     }
-    use Fed::{Buffered, Dropped, InOrder, Late};
+    use Fed::{Buffered, Dropped, InOrder, Late, Passed};
 
     struct Harness {
         buf: ReorderBuffer<Vec<u8>>,
@@ -712,6 +740,8 @@ mod tests {
         started: bool,
         /// When the next packet fed is due, if it is a held TCP segment.
         due: Option<Instant>,
+        /// Whether the next packet fed needs no order (a bare TCP ACK).
+        unordered: bool,
     }
 
     impl Harness {
@@ -757,6 +787,7 @@ mod tests {
                 highest_path_seq: [None; 2],
                 started: false,
                 due: None,
+                unordered: false,
             }
         }
 
@@ -811,6 +842,7 @@ mod tests {
                 previous_on_path,
                 dropped_at_queue: if congested { skipped } else { 0 },
                 due: self.due.take(),
+                unordered: std::mem::take(&mut self.unordered),
             };
             if !self.started {
                 self.started = true;
@@ -824,6 +856,7 @@ mod tests {
                     Ok(Verdict::InOrder) => InOrder,
                     Ok(Verdict::Buffered) => Buffered,
                     Ok(Verdict::Late) => Late,
+                    Ok(Verdict::Passed) => Passed,
                     Err((reason, _)) => Dropped(reason),
                 };
             self.drain();
@@ -1005,6 +1038,32 @@ mod tests {
         h.feed(2, P1, 3);
         assert_eq!(h.buf.poll_nacks(), vec![Seq(1)]);
         assert_eq!(h.buf.poll_timeout(), Some(h.at(11)));
+    }
+
+    #[test]
+    fn a_bare_ack_waits_for_no_gap_and_leaves_none() {
+        // A bare TCP ACK says all the ones before it said: held behind the
+        // repair of a lost one, it holds back its flow's round trip.
+        let mut h = Harness::new(config());
+        assert_eq!(h.feed(0, PathId(0), 0), InOrder);
+        h.unordered = true;
+        assert_eq!(h.feed(1, PathId(0), 2), Passed);
+        assert_eq!(h.delivered, vec![0, 2]);
+        // Anything else still waits for the gap, and its slot is no gap.
+        assert_eq!(h.feed(2, PathId(0), 3), Buffered);
+        assert_eq!(h.feed(3, PathId(1), 1), InOrder);
+        assert_eq!(h.delivered, vec![0, 2, 1, 3]);
+        let stats = h.buf.stats();
+        assert_eq!(
+            (stats.passed, stats.skipped_loss, stats.skipped_timeout),
+            (1, 0, 0)
+        );
+        // A copy of it that comes again is a duplicate, not delivered twice.
+        h.unordered = true;
+        assert_eq!(h.feed(4, PathId(1), 5), Passed);
+        h.unordered = true;
+        assert_eq!(h.feed(5, PathId(0), 5), Dropped(DropReason::Duplicate));
+        assert_eq!(h.delivered, vec![0, 2, 1, 3, 5]);
     }
 
     #[test]
@@ -1582,6 +1641,7 @@ mod tests {
             previous_on_path: None,
             dropped_at_queue: 0,
             due: None,
+            unordered: false,
         };
         let mut feed = |path, seq, packet: &'static [u8]| {
             buf.handle_packet(t, &arrival(path, seq), packet).ok()

@@ -6,9 +6,10 @@ use std::time::Instant;
 
 use crate::seq::Seq;
 
-/// A packet waiting for an earlier one.
+/// A packet waiting for an earlier one, or the mark of one handed out
+/// before those (`packet` is `None`, see [`Window::mark_passed`]).
 pub(crate) struct Held<P> {
-    pub packet: P,
+    pub packet: Option<P>,
     pub arrived: Instant,
 }
 
@@ -105,11 +106,29 @@ impl<P> Window<P> {
             return Err(packet);
         }
         self.slots[offset] = Some(Held {
-            packet,
+            packet: Some(packet),
             arrived: now,
         });
         self.arrivals.push_back(Arrived { at: now, seq, due });
         Ok(())
+    }
+
+    /// Mark `seq` (within the window's capacity, after `next`) as handed
+    /// out already, arrived at `now`: no gap, and nothing that waits.
+    /// Return whether it was neither held nor marked.
+    pub fn mark_passed(&mut self, seq: Seq, now: Instant) -> bool {
+        let offset = usize::try_from(seq.distance_from(self.next)).unwrap_or(0);
+        if self.slots.len() <= offset {
+            self.slots.resize_with(offset + 1, || None);
+        }
+        if self.slots[offset].is_some() {
+            return false;
+        }
+        self.slots[offset] = Some(Held {
+            packet: None,
+            arrived: now,
+        });
+        true
     }
 
     /// Step past `next`: return what was held there (`None` for a gap).
@@ -136,7 +155,8 @@ impl<P> Window<P> {
         beyond
     }
 
-    /// Step past every held packet at the front, handing each to `release`.
+    /// Step past every held packet (or mark) at the front, handing each to
+    /// `release`.
     pub fn advance_contiguous(&mut self, mut release: impl FnMut(Held<P>)) {
         while let Some(Some(_)) = self.slots.front() {
             if let Some(held) = self.advance() {

@@ -60,7 +60,9 @@ const TCP: u8 = 6;
 /// words, and the byte of its flags.
 const TCP_DATA_OFFSET: usize = 12;
 const TCP_FLAGS: usize = 13;
+const TCP_FIN: u8 = 0x01;
 const TCP_SYN: u8 = 0x02;
+const TCP_RST: u8 = 0x04;
 
 /// Return whether `packet` is a TCP segment whose sender times a round
 /// trip by its acknowledgement: one that carries data, or a SYN (the
@@ -68,19 +70,31 @@ const TCP_SYN: u8 = 0x02;
 /// takes). Not a bare ACK or FIN. An IPv6 packet with extension headers
 /// before TCP is taken as not TCP.
 pub fn is_timed_tcp_segment(packet: &[u8]) -> bool {
-    let Some((header_len, protocol)) = transport(packet) else {
-        return false;
-    };
-    let (Some(total), Some(&offset), Some(&flags)) = (
-        packet_len(packet),
-        packet.get(header_len + TCP_DATA_OFFSET),
-        packet.get(header_len + TCP_FLAGS),
-    ) else {
-        return false;
-    };
+    tcp_segment(packet).is_some_and(|(carries_data, flags)| carries_data || flags & TCP_SYN != 0)
+}
+
+/// Return whether `packet` is a bare TCP acknowledgement: no data, and no
+/// SYN, FIN or RST, which take their place in the flow's order. An IPv6
+/// packet with extension headers before TCP is taken as not TCP.
+pub fn is_bare_tcp_ack(packet: &[u8]) -> bool {
+    tcp_segment(packet).is_some_and(|(carries_data, flags)| {
+        !carries_data && flags & (TCP_SYN | TCP_FIN | TCP_RST) == 0
+    })
+}
+
+/// Return whether the TCP segment `packet` carries data, and its flags;
+/// `None` if it is not TCP or too short to tell.
+fn tcp_segment(packet: &[u8]) -> Option<(bool, u8)> {
+    let (header_len, protocol) = transport(packet)?;
+    if protocol != TCP {
+        return None;
+    }
+    let total = packet_len(packet)?;
+    let offset = *packet.get(header_len + TCP_DATA_OFFSET)?;
+    let flags = *packet.get(header_len + TCP_FLAGS)?;
     let tcp_header_len = usize::from(offset >> 4) * 4;
     let carries_data = total.min(packet.len()) > header_len + tcp_header_len;
-    protocol == TCP && (carries_data || flags & TCP_SYN != 0)
+    Some((carries_data, flags))
 }
 
 /// Return whether `packet` is a TCP segment, of any kind. An IPv6 packet
@@ -194,5 +208,27 @@ mod tests {
         assert!(is_timed_tcp_segment(&v6));
         v6[52] = 0x80; // 32-byte TCP header (options): no data left
         assert!(!is_timed_tcp_segment(&v6));
+    }
+
+    #[test]
+    fn tells_bare_acks_from_segments_that_take_a_place_in_the_flow() {
+        let mut v4 = [0u8; 50];
+        v4[0] = 0x45;
+        v4[2..4].copy_from_slice(&40u16.to_be_bytes());
+        v4[9] = 6;
+        v4[32] = 0x50;
+        v4[33] = 0x10;
+        assert!(is_bare_tcp_ack(&v4));
+        for (flags, what) in [(0x11, "FIN"), (0x12, "SYN-ACK"), (0x14, "RST")] {
+            v4[33] = flags;
+            assert!(!is_bare_tcp_ack(&v4), "{what}");
+        }
+        v4[33] = 0x10;
+        v4[2..4].copy_from_slice(&50u16.to_be_bytes());
+        assert!(!is_bare_tcp_ack(&v4), "data");
+        v4[2..4].copy_from_slice(&40u16.to_be_bytes());
+        v4[9] = 17;
+        assert!(!is_bare_tcp_ack(&v4), "UDP");
+        assert!(!is_bare_tcp_ack(&v4[..30]));
     }
 }

@@ -310,6 +310,7 @@ impl<T: TunDevice> EndpointTask<T> {
             wait_buckets: waits.nonzero_buckets(),
             in_order: stats.in_order,
             buffered: stats.buffered,
+            passed: stats.passed,
             skipped_loss: stats.skipped_loss,
             skipped_timeout: stats.skipped_timeout,
             skipped_overflow: stats.skipped_overflow,
