@@ -179,14 +179,22 @@ mod tests {
         assert_eq!(destination(&[0x45; 12]), None);
     }
 
+    /// An IPv4 TCP segment in 50 bytes, a 20-byte TCP header and
+    /// `ip_len` bytes in all by its IP header (40: no data), with `flags`.
+    fn v4_tcp(ip_len: u16, flags: u8) -> [u8; 50] {
+        let mut v4 = [0u8; 50];
+        v4[0] = 0x45;
+        v4[2..4].copy_from_slice(&ip_len.to_be_bytes());
+        v4[9] = 6;
+        v4[32] = 0x50;
+        v4[33] = flags;
+        v4
+    }
+
     #[test]
     fn tells_tcp_data_and_syns_from_bare_acks_and_other_protocols() {
         // IPv4, TCP, a 20-byte TCP header and 10 bytes of data.
-        let mut v4 = [0u8; 50];
-        v4[0] = 0x45;
-        v4[2..4].copy_from_slice(&50u16.to_be_bytes());
-        v4[9] = 6;
-        v4[32] = 0x50;
+        let mut v4 = v4_tcp(50, 0);
         assert!(is_timed_tcp_segment(&v4));
         // The same as a bare ACK: the IP length ends with the TCP header.
         v4[2..4].copy_from_slice(&40u16.to_be_bytes());
@@ -212,12 +220,7 @@ mod tests {
 
     #[test]
     fn tells_bare_acks_from_segments_that_take_a_place_in_the_flow() {
-        let mut v4 = [0u8; 50];
-        v4[0] = 0x45;
-        v4[2..4].copy_from_slice(&40u16.to_be_bytes());
-        v4[9] = 6;
-        v4[32] = 0x50;
-        v4[33] = 0x10;
+        let mut v4 = v4_tcp(40, 0x10);
         assert!(is_bare_tcp_ack(&v4));
         for (flags, what) in [(0x11, "FIN"), (0x12, "SYN-ACK"), (0x14, "RST")] {
             v4[33] = flags;
