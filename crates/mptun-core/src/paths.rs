@@ -17,6 +17,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+use crate::path::delivery::LOSS_MEMORY_PACKETS;
 use crate::path::estimators::under_way_above;
 use crate::path::probing::{PROBE_BUSY, PROBE_IDLE};
 use crate::path::train::TRAIN_PACKET_LEN;
@@ -34,12 +35,19 @@ use crate::MAX_PATHS;
 /// adds about (1 - 2p) of its rate, worth it up to several percent, not
 /// when every tenth packet waits for its repair.
 const LOSS_SET_ASIDE: f64 = 0.1;
-/// Loss above which a path is set aside while another is clean, where a
-/// repair cannot reach the peer before the packets behind the loss stop
-/// waiting for it: each loss then reaches the inner flow, and a loss-based
-/// TCP (CUBIC, Reno) that meets a few per thousand across a long round
-/// trip carries less over every path than it would over the clean ones.
-const LOSS_SET_ASIDE_BEYOND_REPAIR: f64 = 0.005;
+/// Where a repair cannot reach the peer before the packets behind the
+/// loss stop waiting for it, a path is set aside while another is clean
+/// once it loses more than a clean path: each loss then reaches the inner
+/// flow, and a loss-based TCP (CUBIC, Reno) that meets even a few per
+/// thousand across a long round trip carries less over every path than it
+/// would over the clean ones. From this loss on, that is judged over
+/// [`LOSS_MIN_PACKETS`]...
+const LOSS_BEYOND_REPAIR_SURE: f64 = 0.005;
+/// ...below it, over as many as the estimate follows: a loss of a few per
+/// thousand is told from a clean path's only over thousands of packets,
+/// and the estimate starts low (a path losing 2% reads 0.4% after its
+/// first thousand).
+const LOSS_FEW_MIN_PACKETS: u64 = LOSS_MEMORY_PACKETS as u64;
 /// How much longer than the paths' delay spread the packets behind a lost
 /// one wait for its repair, and than a held TCP segment among them is held
 /// anyway (see [`crate::equalize`]): a repair within that costs the flow
@@ -513,9 +521,11 @@ impl PathTable {
 
     fn judge_loss(&mut self, now: Instant, i: usize) {
         let p = &self.paths[i];
+        let judged = p.delivery.judged_packets();
         if p.state() != PathState::Up
-            || p.delivery.judged_packets() < LOSS_MIN_PACKETS
-            || p.delivery.loss() <= LOSS_SET_ASIDE_BEYOND_REPAIR
+            || judged < LOSS_MIN_PACKETS
+            || p.delivery.loss() <= LOSS_CLEAN
+            || (p.delivery.loss() <= LOSS_BEYOND_REPAIR_SURE && judged < LOSS_FEW_MIN_PACKETS)
         {
             return;
         }

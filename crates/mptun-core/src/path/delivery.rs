@@ -53,7 +53,7 @@ const QUEUED_DEEP_US: f64 = 10_000.0;
 const OVERFLOW_LOSS_MARGIN: f64 = 0.005;
 /// Weight of a loss sample of `n` packets: n / (n + this), so the estimate
 /// follows about the last few thousand packets.
-const LOSS_MEMORY_PACKETS: f64 = 2000.0;
+pub(crate) const LOSS_MEMORY_PACKETS: f64 = 2000.0;
 
 /// What the peer reported receiving on the path, as of one of its probes.
 #[derive(Clone, Copy, Debug)]
