@@ -1434,9 +1434,9 @@ fn a_path_losing_a_few_per_thousand_beyond_repair_is_set_aside() {
     // repair takes the nearest path's 93 ms round trip against a 26.5 ms
     // spread. Kept (it was under the 0.5% then needed), it carried 28-48%
     // of the bytes and its few losses a second, each a congestion signal,
-    // brought CUBIC down from 540 Mbit/s to 44 within 3 s: 82-150 Mbit/s
+    // brought CUBIC down from 540 Mbit/s to 44 within 3 s: 82-175 Mbit/s
     // over 10 s, against 287 for the clean 349 Mbit/s path alone. Set
-    // aside, 193-262.
+    // aside, 254-284.
     let paths = [
         spec(349.0, 73.0, 5.0, 0.0),
         spec(6.0, 64.5, 5.0, 0.009),

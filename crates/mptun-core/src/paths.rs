@@ -45,7 +45,7 @@ const LOSS_SET_ASIDE: f64 = 0.1;
 const LOSS_BEYOND_REPAIR_SURE: f64 = 0.005;
 /// ...below it, over as many as the estimate follows: a loss of a few per
 /// thousand is told from a clean path's only over thousands of packets,
-/// and the estimate starts low (a path losing 2% reads 0.4% after its
+/// and the estimate starts low (a path losing 1.9% read 0.4% after its
 /// first thousand).
 const LOSS_FEW_MIN_PACKETS: u64 = LOSS_MEMORY_PACKETS as u64;
 /// How much longer than the paths' delay spread the packets behind a lost
@@ -521,17 +521,17 @@ impl PathTable {
 
     fn judge_loss(&mut self, now: Instant, i: usize) {
         let p = &self.paths[i];
-        let judged = p.delivery.judged_packets();
+        let (loss, judged) = (p.delivery.loss(), p.delivery.judged_packets());
         if p.state() != PathState::Up
             || judged < LOSS_MIN_PACKETS
-            || p.delivery.loss() <= LOSS_CLEAN
-            || (p.delivery.loss() <= LOSS_BEYOND_REPAIR_SURE && judged < LOSS_FEW_MIN_PACKETS)
+            || loss <= LOSS_CLEAN
+            || (loss <= LOSS_BEYOND_REPAIR_SURE && judged < LOSS_FEW_MIN_PACKETS)
         {
             return;
         }
         // Asked only of a path losing enough to matter: this runs for
         // every probe.
-        if p.delivery.loss() <= LOSS_SET_ASIDE && self.repairs_in_time(now, i) {
+        if loss <= LOSS_SET_ASIDE && self.repairs_in_time(now, i) {
             return;
         }
         let another_clean = self.paths.iter().enumerate().any(|(j, q)| {
@@ -543,7 +543,6 @@ impl PathTable {
                     || (any_loss < LOSS_CLEAN && any_packets >= LOSS_MIN_PACKETS))
         });
         if another_clean {
-            let loss = p.delivery.loss();
             self.paths[i].liveness.set_aside(now);
             self.set_state(i, PathState::SetAside, PathChange::SetAside { loss });
         }
