@@ -1355,8 +1355,8 @@ fn tcp_keeps_off_a_far_small_path_that_would_raise_its_round_trip_for_little() {
         far
     };
     assert_eq!(far_share(&mut pair, 2000), 0);
-    // Nor once a jittery near path is taken for a small one: its jitter
-    // read as a queue while a flow sent it 25 Mbit/s.
+    // Nor once a jittery near path is taken for a smaller one: its jitter
+    // read as a queue while a flow sent it 50 Mbit/s, half its trains.
     let now = pair.at(2100);
     let delivery = &mut pair.a.paths.as_mut_slice()[0].delivery;
     let settled = LossContext {
@@ -1366,16 +1366,16 @@ fn tcp_keeps_off_a_far_small_path_that_would_raise_its_round_trip_for_little() {
     for i in 0..5u32 {
         let probe = Probe {
             sent_us: 10_000_000 + u64::from(i) * 100_000,
-            rx_packets: u64::from(i) * 250,
-            rx_bytes: u64::from(i) * 312_500,
-            rx_highest_path_seq: Seq(i * 250),
+            rx_packets: u64::from(i) * 500,
+            rx_bytes: u64::from(i) * 625_000,
+            rx_highest_path_seq: Seq(i * 500),
             ..Probe::default()
         };
         let at = now + Duration::from_millis(u64::from(i) * 100);
         delivery.handle_report(at, &probe, 3_000.0, Some(0.0), settled);
     }
     let capacity = delivery.capacity();
-    assert!((capacity - 3.125e6).abs() < 1.0, "{capacity}");
+    assert!((capacity - 6.25e6).abs() < 1.0, "{capacity}");
     assert_eq!(far_share(&mut pair, 2600), 0);
     // A far path big enough for the round trip it adds takes its share.
     pair.a.paths.as_mut_slice()[2]
