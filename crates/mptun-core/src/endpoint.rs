@@ -288,10 +288,13 @@ impl Endpoint {
                 usable
             };
             let held_until_us = if held { spread_us } else { 0.0 };
-            let Some(path) =
-                self.scheduler
-                    .pick(self.paths.as_mut_slice(), now, len, held_until_us, usable)
-            else {
+            let paths = self.paths.as_mut_slice();
+            let picked = if ip::is_bare_tcp_ack(buf.packet()) {
+                self.scheduler.pick_for_ack(paths, now, len, usable)
+            } else {
+                self.scheduler.pick(paths, now, len, held_until_us, usable)
+            };
+            let Some(path) = picked else {
                 self.stats.dropped_no_path += 1;
                 self.pool.put(buf);
                 continue;

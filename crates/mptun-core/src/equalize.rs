@@ -94,9 +94,11 @@ impl Release {
     /// Return whether `packet`, released so, keeps to the paths worth a
     /// TCP flow (see [`crate::paths::PathTable::tcp_paths`]): any TCP
     /// segment but one in a low-latency class, which wants the nearest
-    /// path whatever its size.
+    /// path whatever its size, and a bare ACK, which passes the gaps before
+    /// it (a lost one costs its flow nothing) and whose delay is half the
+    /// round trip the flow times.
     pub fn takes_tcp_paths(self, packet: &[u8]) -> bool {
-        self != Release::LowLatency && ip::is_tcp(packet)
+        self != Release::LowLatency && ip::is_tcp(packet) && !ip::is_bare_tcp_ack(packet)
     }
 }
 

@@ -240,9 +240,10 @@ impl PathTable {
     /// Return the paths of `usable` that TCP may take: all but those too
     /// small beside the others together to be worth what they cost a TCP
     /// flow. A segment lost on a path stalls the flow behind it for a
-    /// repair's round trip (an ACK too: the receiver delivers in order),
-    /// a far one makes every segment wait for it, and a burst overflows a
-    /// small one; a path that adds a few percent is not worth that. A
+    /// repair's round trip, a far one makes every segment wait for it, and
+    /// a burst overflows a small one; a path that adds a few percent is not
+    /// worth that. Bare ACKs take any path (see
+    /// [`Release::takes_tcp_paths`](crate::equalize::Release::takes_tcp_paths)). A
     /// path's own probe trains count for it (a big path the flow has not
     /// filled yet is not small), and for the others only up to the initial
     /// guess (a train that jitter bunched up reads far above its path, but

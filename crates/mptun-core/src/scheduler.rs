@@ -22,6 +22,10 @@ use crate::path::{base_min, Path, PathId, PathSet};
 /// adapts to the reordering it sees.
 const HELD_SLACK_US: f64 = 8000.0;
 
+/// The longest queue a bare ACK joins on a path nearer than the soonest
+/// arrival's, µs (see [`Scheduler::pick_for_ack`]).
+const ACK_QUEUE_US: f64 = 1000.0;
+
 /// How the sender picks paths.
 #[derive(Clone, Debug)]
 pub enum Policy {
@@ -120,6 +124,42 @@ impl Scheduler {
                 (!p.full(now)).then(|| (path, arrival_us(p, now, len, base_min)))
             })
             .min_by(|a, b| a.1.total_cmp(&b.1))
+    }
+
+    /// Pick the path among `candidates` for a bare TCP ACK of `len` bytes
+    /// at `now`: the nearest whose queue, with it, stays under
+    /// [`ACK_QUEUE_US`]; the soonest arrival if every one's is longer.
+    ///
+    /// Not the soonest arrival first: a bulk flow's ACKs outgrow a small
+    /// near path, and by that rule they would queue there until it is as
+    /// late as the next path, raising every round trip the flow times by
+    /// the difference (HyStart reads that as a full pipe and ends slow
+    /// start). Spilled at a short queue instead, some ACKs of every round
+    /// still come the nearest way, and the least round trip holds.
+    pub fn pick_for_ack(
+        &mut self,
+        paths: &mut [Path],
+        now: Instant,
+        len: usize,
+        candidates: PathSet,
+    ) -> Option<PathId> {
+        // Shares the operator capped are kept to, as for any packet.
+        if !matches!(self.policy, Policy::Adaptive { caps: None }) {
+            return self.pick(paths, now, len, 0.0, candidates);
+        }
+        let base_min = base_min(paths);
+        let nearest_short = candidates
+            .iter()
+            .filter_map(|path| {
+                let p = &mut paths[path.index()];
+                let queue = p.model_queue_us(now) + len as f64 / p.rate();
+                (queue <= ACK_QUEUE_US && !p.full(now)).then(|| (path, p.base_above(base_min)))
+            })
+            .min_by(|a, b| a.1.total_cmp(&b.1));
+        match nearest_short {
+            Some((path, _)) => Some(path),
+            None => self.pick(paths, now, len, 0.0, candidates),
+        }
     }
 
     /// Count a data packet (not a repair) sent on `path`, for the caps.

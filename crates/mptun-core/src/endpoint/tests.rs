@@ -78,6 +78,7 @@ struct Pair {
     delays: Vec<Option<Duration>>,
     /// Per path: only the direction from A to B is cut.
     cut_to_b: Vec<bool>,
+
     /// Whether A's probes are lost on the way to B (at a full queue).
     lose_probes_to_b: bool,
     /// Whether data crosses the paths; otherwise it only makes them busy.
@@ -1304,17 +1305,17 @@ fn a_bare_ack_is_delivered_at_once_behind_a_lost_one() {
 #[test]
 fn tcp_keeps_off_a_path_too_small_to_be_worth_it() {
     // The near path's trains arrived at 4 Mbit/s, under a tenth of the
-    // far one's 100. A segment or an ACK lost on it would stall the flow
-    // for a repair, and the little it adds is not worth that: TCP takes
-    // the far path, idle or not. Pings and a low-latency class still go
-    // the nearest way.
+    // far one's 100. A segment lost on it would stall the flow for a
+    // repair, and the little it adds is not worth that: TCP's segments
+    // take the far path, idle or not. Pings, a low-latency class and bare
+    // ACKs (which pass the gaps before them) still go the nearest way.
     let mut pair = Pair::new(&[5, 30]);
     pair.run(0, 2000);
     pair.a.paths.as_mut_slice()[0]
         .delivery
         .set_train_rate(Some(0.5e6));
     let now = pair.at(2000);
-    for packet in [tcp_segment(1200), tcp_ack(), tcp_segment(1200)] {
+    for packet in [tcp_segment(1200), tcp_segment(1200)] {
         let (path, _) = pair.send_packet(now, packet).expect("sent");
         assert_eq!(path, PathId(1));
     }
@@ -1324,12 +1325,37 @@ fn tcp_keeps_off_a_path_too_small_to_be_worth_it() {
         .send_packet(now, tcp_segment_marked(200, 0xb8))
         .expect("sent");
     assert_eq!(path, PathId(0), "an EF segment");
+    let (path, _) = pair.send_packet(now, tcp_ack()).expect("sent");
+    assert_eq!(path, PathId(0), "an ACK");
     // A path a tenth of the other's or more takes its share.
     pair.a.paths.as_mut_slice()[0]
         .delivery
         .set_train_rate(Some(1.25e6));
-    let (path, _) = pair.send_packet(now, tcp_ack()).expect("sent");
-    assert_eq!(path, PathId(0));
+    let usable = pair.a.paths.usable();
+    assert!(pair.a.paths.tcp_paths(usable).contains(PathId(0)));
+}
+
+#[test]
+fn acks_that_outgrow_the_nearest_path_spill_over_at_a_short_queue() {
+    // A bulk flow's ACKs, one every 50 µs, on a near path that drains one
+    // in about 200: queued there until it is as late as the far path, 25
+    // ms, every round trip the flow times would grow by that. Spilled at a
+    // 1 ms queue instead, a share still comes the nearest way, and the
+    // least round trip holds.
+    let mut pair = Pair::new(&[5, 30]);
+    pair.run(0, 2000);
+    pair.a.paths.as_mut_slice()[0]
+        .delivery
+        .set_train_rate(Some(0.5e6));
+    let mut near = 0;
+    for k in 0..200 {
+        let now = pair.at(2000) + Duration::from_micros(50 * k);
+        let (path, _) = pair.send_packet(now, tcp_ack()).expect("sent");
+        near += usize::from(path == PathId(0));
+        let queue = pair.a.paths.as_mut_slice()[0].model_queue_us(now);
+        assert!(queue < 2000.0, "{queue} µs queued on the near path");
+    }
+    assert!((20..=180).contains(&near), "{near} of 200 on the near path");
 }
 
 #[test]
