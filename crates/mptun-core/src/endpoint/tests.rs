@@ -78,7 +78,6 @@ struct Pair {
     delays: Vec<Option<Duration>>,
     /// Per path: only the direction from A to B is cut.
     cut_to_b: Vec<bool>,
-
     /// Whether A's probes are lost on the way to B (at a full queue).
     lose_probes_to_b: bool,
     /// Whether data crosses the paths; otherwise it only makes them busy.
@@ -1338,10 +1337,10 @@ fn tcp_keeps_off_a_path_too_small_to_be_worth_it() {
 #[test]
 fn acks_that_outgrow_the_nearest_path_spill_over_at_a_short_queue() {
     // A bulk flow's ACKs, one every 50 µs, on a near path that drains one
-    // in about 200: queued there until it is as late as the far path, 25
-    // ms, every round trip the flow times would grow by that. Spilled at a
-    // 1 ms queue instead, a share still comes the nearest way, and the
-    // least round trip holds.
+    // in 80: queued there until it is as late as the far path, 25 ms,
+    // every round trip the flow times would grow by that. Spilled at a
+    // 1 ms queue instead, the near path still carries what it drains,
+    // about 50 µs of every 80, and the least round trip holds.
     let mut pair = Pair::new(&[5, 30]);
     pair.run(0, 2000);
     pair.a.paths.as_mut_slice()[0]
@@ -1355,7 +1354,10 @@ fn acks_that_outgrow_the_nearest_path_spill_over_at_a_short_queue() {
         let queue = pair.a.paths.as_mut_slice()[0].model_queue_us(now);
         assert!(queue < 2000.0, "{queue} µs queued on the near path");
     }
-    assert!((20..=180).contains(&near), "{near} of 200 on the near path");
+    assert!(
+        (100..=160).contains(&near),
+        "{near} of 200 on the near path"
+    );
 }
 
 #[test]
