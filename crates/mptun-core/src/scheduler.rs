@@ -127,15 +127,15 @@ impl Scheduler {
     }
 
     /// Pick the path among `candidates` for a bare TCP ACK of `len` bytes
-    /// at `now`: the nearest whose queue, with it, stays under
-    /// [`ACK_QUEUE_US`]; the soonest arrival if every one's is longer.
+    /// at `now`: the soonest arrival among those whose queue, with it,
+    /// stays under [`ACK_QUEUE_US`]; among all if none's does.
     ///
-    /// Not the soonest arrival first: a bulk flow's ACKs outgrow a small
-    /// near path, and by that rule they would queue there until it is as
-    /// late as the next path, raising every round trip the flow times by
-    /// the difference (HyStart reads that as a full pipe and ends slow
-    /// start). Spilled at a short queue instead, some ACKs of every round
-    /// still come the nearest way, and the least round trip holds.
+    /// Not the soonest arrival over all: a bulk flow's ACKs outgrow a
+    /// small near path, and by that rule they would queue there until it
+    /// is as late as the next path, raising every round trip the flow
+    /// times by the difference (HyStart reads that as a full pipe and ends
+    /// slow start). Spilled at a short queue instead, some ACKs of every
+    /// round still come the nearest way, and the least round trip holds.
     pub fn pick_for_ack(
         &mut self,
         paths: &mut [Path],
@@ -147,19 +147,19 @@ impl Scheduler {
         if !matches!(self.policy, Policy::Adaptive { caps: None }) {
             return self.pick(paths, now, len, 0.0, candidates);
         }
-        let base_min = base_min(paths);
-        let nearest_short = candidates
-            .iter()
-            .filter_map(|path| {
-                let p = &mut paths[path.index()];
-                let queue = p.model_queue_us(now) + len as f64 / p.rate();
-                (queue <= ACK_QUEUE_US && !p.full(now)).then(|| (path, p.base_above(base_min)))
-            })
-            .min_by(|a, b| a.1.total_cmp(&b.1));
-        match nearest_short {
-            Some((path, _)) => Some(path),
-            None => self.pick(paths, now, len, 0.0, candidates),
+        let mut short = PathSet::default();
+        for path in candidates.iter() {
+            let p = &mut paths[path.index()];
+            if p.model_queue_us(now) + len as f64 / p.rate() <= ACK_QUEUE_US && !p.full(now) {
+                short.insert(path);
+            }
         }
+        let among = if short == PathSet::default() {
+            candidates
+        } else {
+            short
+        };
+        self.pick(paths, now, len, 0.0, among)
     }
 
     /// Count a data packet (not a repair) sent on `path`, for the caps.
