@@ -22,8 +22,8 @@ use crate::path::{base_min, Path, PathId, PathSet};
 /// adapts to the reordering it sees.
 const HELD_SLACK_US: f64 = 8000.0;
 
-/// The longest queue a bare ACK joins on a path nearer than the soonest
-/// arrival's, µs (see [`Scheduler::pick_for_ack`]).
+/// The longest queue, µs, a bare ACK joins while a path with a shorter
+/// one is left (see [`Scheduler::pick_for_ack`]).
 const ACK_QUEUE_US: f64 = 1000.0;
 
 /// How the sender picks paths.
