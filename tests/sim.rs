@@ -1621,6 +1621,25 @@ fn tcp_is_held_only_as_long_as_the_farthest_path_it_takes() {
 }
 
 #[test]
+fn a_far_jittery_path_does_not_end_slow_start_early() {
+    // Sweep seed 7151, #18, without its cut. The far path's jitter of
+    // ±5 ms keeps its packets in order: sparse, they come from 48 ms on;
+    // dense, each waits for the latest before it, near 58. Segments held
+    // only until the least of that set the flow's least round trip in its
+    // first flights, and HyStart read the rise as a full pipe (slow start
+    // over at 94 packets): 0.23-0.44 of the big path alone in 10 of these
+    // 12 draws, 1.12-1.37 in all of them held to the top of the jitter.
+    let paths = [spec(42.0, 7.0, 0.0, 0.0), spec(121.0, 53.0, 5.0, 0.0)];
+    for seed in 7181..7193 {
+        let (all, alone) = flow_and_best_path("far jittery big path", seed, &paths, 1, 0.5, 10.5);
+        assert!(
+            all >= 0.85 * alone,
+            "seed {seed}: {all:.1} Mbit/s over both paths, {alone:.1} over the big one alone"
+        );
+    }
+}
+
+#[test]
 fn a_repair_is_waited_for_as_long_as_another_path_takes_to_bring_it() {
     // Sweep seed 2, #12. The flow's first losses are on the nearest path
     // (16 Mbit/s, overrun in slow start); their repairs come by another,
@@ -1799,7 +1818,7 @@ fn sweep_row(
 /// `SIM_HYSTART=0` measure what two causes cost (see [`sweep_row`],
 /// [`WindowSender`]).
 #[test]
-#[ignore = "fails today: seed 1, lowest 0.32 of the best path, 10th percentile 0.77 of the sum, hold within the spread + 5 ms in 50%; the scheduler work of issue 14"]
+#[ignore = "fails today: seed 1, lowest 0.32 of the best path, 10th percentile 0.76 of the sum, hold within the spread + 5 ms in 37%; the scheduler work of issue 14"]
 fn a_sweep_of_drawn_scenarios_never_falls_below_the_best_path() {
     let env = |name: &str, default: u64| {
         std::env::var(name)

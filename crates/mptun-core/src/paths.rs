@@ -691,11 +691,15 @@ impl PathTable {
 
     /// Return when a data packet that arrived at `now`, sent at `sent_us`
     /// on the peer's clock, has been under way as long as one on the
-    /// farthest path the peer is heard on (its base one-way delay), at most
-    /// `max_wait` from now; `None` if it has already, or until a path is
-    /// measured. See [`crate::equalize`]. Jitter is not waited for: a
-    /// flow's round trip is the least of its samples, and a late packet is
-    /// only one.
+    /// farthest path the peer is heard on (its base one-way delay and the
+    /// range of its jitter: a jittery path keeps its packets in order, so
+    /// once they come densely each waits for the latest before it, near
+    /// the top of that range), at most `max_wait` from now;
+    /// `None` if it has already, or until a path is measured. See
+    /// [`crate::equalize`]. Held to the least delay alone, the segments of
+    /// a flow's first, sparse flights set its least round trip, and once it
+    /// comes densely every round trip is the jitter's range above it,
+    /// which HyStart reads as a full pipe once that is an eighth of it.
     pub fn equalized_due(&self, now: Instant, sent_us: u32, max_wait: Duration) -> Option<Instant> {
         let (base_min, spread_us) = self.incoming_spread(now)?;
         // The peer's clock is known only up to an offset, the same on every
@@ -715,11 +719,11 @@ impl PathTable {
 
     /// Return the least base one-way delay towards us among the paths the
     /// peer is heard on (on its clock, µs), and how much more the farthest
-    /// one's is among those it spreads TCP over: a far path it keeps TCP
-    /// off would otherwise set how long every segment waits.
+    /// one's under load is among those it spreads TCP over: a far path it
+    /// keeps TCP off would otherwise set how long every segment waits.
     fn incoming_spread(&self, now: Instant) -> Option<(i64, f64)> {
         // One pass: this runs for every held segment received.
-        let (mut least, mut most, mut most_spread) = (None::<i64>, None::<i64>, None::<i64>);
+        let (mut least, mut most, mut most_spread) = (None::<i64>, None::<f64>, None::<f64>);
         let mut spread_heard = false;
         for (id, p) in self.heard(now) {
             let spread = self.peer_spread_paths.contains(id);
@@ -728,16 +732,20 @@ impl PathTable {
                 continue;
             };
             least = Some(least.map_or(base, |b| b.min(base)));
-            most = Some(most.map_or(base, |b| b.max(base)));
+            // The jitter is our direction's, measured while the path is
+            // idle and probed fast until it is known; the peer's direction
+            // is measured under its data, which queues there. In floating
+            // point: the delays are offsets from the peer's clock, which it
+            // chose.
+            let loaded = base as f64 + p.idle_jitter.range();
+            most = Some(most.map_or(loaded, |b| b.max(loaded)));
             if spread {
-                most_spread = Some(most_spread.map_or(base, |b| b.max(base)));
+                most_spread = Some(most_spread.map_or(loaded, |b| b.max(loaded)));
             }
         }
         let least = least?;
         let most = if spread_heard { most_spread } else { most }?;
-        // In floating point: the delays are offsets from the peer's clock,
-        // which it chose.
-        Some((least, most as f64 - least as f64))
+        Some((least, most - least as f64))
     }
 
     /// Return how much farther than the nearest path the farthest of

@@ -185,6 +185,17 @@ impl StepJitter {
         self.steps >= STEP_JITTER_WARM
     }
 
+    /// Return how far the delay ranges, µs: three mean steps (jitter
+    /// uniform in a range R steps by R/3 on average) once there are enough
+    /// for their mean to stand for it, 0 before.
+    pub fn range(&self) -> f64 {
+        if self.warm() {
+            3.0 * self.mean
+        } else {
+            0.0
+        }
+    }
+
     /// Return the jitter, µs: the mean step once there are enough, the
     /// largest before; `None` before two samples.
     pub fn get(&self) -> Option<f64> {
@@ -314,6 +325,24 @@ mod tests {
             j.update(owd);
         }
         assert!((jitter(&j) - 4_500.0 / 8.0).abs() < 1.0, "{}", jitter(&j));
+    }
+
+    #[test]
+    fn step_jitter_gives_the_range_of_uniform_jitter_once_warm() {
+        let mut j = StepJitter::default();
+        // ±5 ms about 40 ms, drawn evenly (a fixed, well-spread sequence).
+        let mut x: u64 = 1;
+        for i in 0..2000 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            j.update(35_000 + ((x >> 33) % 10_001) as i64);
+            if i < 7 {
+                // Too few steps to stand for the jitter: none is assumed.
+                assert_eq!(j.range(), 0.0);
+            }
+        }
+        assert!((j.range() - 10_000.0).abs() < 2_500.0, "{}", j.range());
     }
 
     #[test]
