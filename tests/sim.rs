@@ -10,7 +10,7 @@ use std::collections::{BinaryHeap, VecDeque};
 use std::time::{Duration, Instant};
 
 use mptun_core::{
-    Endpoint, EndpointConfig, PacketBuf, PathEstimate, PathId, PathState, ReorderStats,
+    Endpoint, EndpointConfig, PacketBuf, PathEstimate, PathId, PathState, ReorderStats, TRAILER_LEN,
 };
 use mptun_netem::model::{Direction, DirectionConfig};
 
@@ -23,6 +23,32 @@ const REVERSE_PACKET: usize = 100;
 const ACK_PACKET: usize = 80;
 /// Outer bytes a plaintext costs on a link: WireGuard, UDP and IPv4.
 const OUTER: usize = 32 + 8 + 20;
+
+/// How a flow over one path alone, the baseline mptun is measured
+/// against, crosses it.
+#[derive(Clone, Copy, Debug)]
+enum Baseline {
+    /// Straight over the path, as the lab's "best path" row: a TCP segment
+    /// sent bare carries 1448 bytes of payload in a 1500-byte frame
+    /// (timestamps on), one through mptun 1364 (its MTU, 1416, is what
+    /// WireGuard, UDP, IPv4 and the trailer leave), so the path alone gets
+    /// 6% more from it than mptun over it can.
+    Bare,
+    /// Through one WireGuard tunnel, as the lab's "WireGuard, one tunnel"
+    /// row: the inner packet and WireGuard's bytes, not the trailer.
+    WireGuard,
+}
+
+impl Baseline {
+    /// What a data packet and an ACK of the flow cost the link, for the
+    /// goodput of one of mptun's inner packets.
+    fn frames(self) -> (usize, usize) {
+        match self {
+            Baseline::Bare => ((PACKET + TRAILER_LEN + OUTER) * 1364 / 1448, ACK_PACKET),
+            Baseline::WireGuard => (PACKET + OUTER, ACK_PACKET + OUTER),
+        }
+    }
+}
 const MS: Duration = Duration::from_millis(1);
 
 /// An IPv4 packet of `len` bytes carrying `n`.
@@ -1056,10 +1082,17 @@ fn jittery(rate_mbit: f64, delay_ms: u64, jitter_ms: u64, loss: f64) -> PathSpec
 /// (acks).
 type BareFrame = (Instant, u64, bool, u64, u64, FlowAck);
 
-/// A window-based bulk flow straight over one path, with no tunnel: what
-/// one TCP flow gets from the path alone (the lab's "best path" row). Only
-/// `per_tick`, `offered` and `delivered` are filled in.
-fn bare_window(seed: u64, spec: PathSpec, seconds: f64, changes: &[(f64, bool)]) -> Report {
+/// A window-based bulk flow over one path alone, crossing it as
+/// `baseline` says: what one TCP flow gets from the path without mptun.
+/// Only `per_tick`, `offered` and `delivered` are filled in.
+fn bare_window(
+    seed: u64,
+    spec: PathSpec,
+    seconds: f64,
+    changes: &[(f64, bool)],
+    baseline: Baseline,
+) -> Report {
+    let (data_frame, ack_frame) = baseline.frames();
     let t0 = Instant::now();
     let mut to_b = direction(spec, spec.loss, seed);
     let mut to_a = direction(spec, spec.loss, seed ^ 0x5eed);
@@ -1111,7 +1144,7 @@ fn bare_window(seed: u64, spec: PathSpec, seconds: f64, changes: &[(f64, bool)])
                     *bucket += 1;
                 }
                 if let Some(flow_ack) = flow_at_b.poll_ack() {
-                    if let Some(at) = to_a.handle_arrival(now, ACK_PACKET + OUTER) {
+                    if let Some(at) = to_a.handle_arrival(now, ack_frame) {
                         order += 1;
                         due.push(Reverse((at, order, false, to_a.epoch(), 0, flow_ack)));
                     }
@@ -1128,7 +1161,7 @@ fn bare_window(seed: u64, spec: PathSpec, seconds: f64, changes: &[(f64, bool)])
         if acked_now || report.offered == 0 {
             for _ in 0..sender.allowance(report.offered) {
                 report.offered += 1;
-                if let Some(at) = to_b.handle_arrival(now, PACKET + OUTER) {
+                if let Some(at) = to_b.handle_arrival(now, data_frame) {
                     order += 1;
                     due.push(Reverse((
                         at,
@@ -1156,10 +1189,12 @@ fn bare_window(seed: u64, spec: PathSpec, seconds: f64, changes: &[(f64, bool)])
     report
 }
 
-/// Run a bulk flow over `paths` through the tunnel, and straight over the
-/// best of them alone with no tunnel (the lab's "best path" row), and
-/// assert that the tunnel is at least 0.95 of it, in goodput after the
-/// first seconds.
+/// Run a bulk flow over `paths` through the tunnel, and through one
+/// WireGuard tunnel over the best of them alone, and assert that mptun is
+/// at least 0.95 of it, in goodput after the first seconds. Measured
+/// against WireGuard, not the path straight: these cases weigh the
+/// scheduling, not the 24 bytes of trailer every packet carries (see
+/// [`Baseline`]).
 fn assert_bulk_reaches_the_best_path(name: &str, seed: u64, paths: &[PathSpec], best: usize) {
     let (all, alone) = bulk_and_best_path(name, seed, paths, best);
     assert!(
@@ -1171,7 +1206,7 @@ fn assert_bulk_reaches_the_best_path(name: &str, seed: u64, paths: &[PathSpec], 
 
 /// Assert that a 10 s transfer, measured from its first half second as the
 /// lab's sweep measures it (slow start included), reaches 0.95 of the same
-/// transfer over the best of `paths` alone.
+/// transfer through WireGuard over the best of `paths` alone.
 fn assert_transfer_reaches_the_best_path(name: &str, seed: u64, paths: &[PathSpec], best: usize) {
     let (all, alone) = flow_and_best_path(name, seed, paths, best, 0.5, 10.5);
     assert!(
@@ -1182,15 +1217,15 @@ fn assert_transfer_reaches_the_best_path(name: &str, seed: u64, paths: &[PathSpe
 }
 
 /// Return the goodput, Mbit/s after the first seconds, of a bulk flow
-/// through the tunnel over `paths`, and of one straight over the best of
-/// them alone.
+/// through the tunnel over `paths`, and of one through WireGuard over the
+/// best of them alone.
 fn bulk_and_best_path(name: &str, seed: u64, paths: &[PathSpec], best: usize) -> (f64, f64) {
     flow_and_best_path(name, seed, paths, best, 5.0, 20.0)
 }
 
 /// Return the goodput, Mbit/s from `from` to `to` seconds, of a flow
-/// through the tunnel over `paths`, and of one straight over the best of
-/// them alone.
+/// through the tunnel over `paths`, and of one through WireGuard over the
+/// best of them alone.
 fn flow_and_best_path(
     name: &str,
     seed: u64,
@@ -1200,7 +1235,7 @@ fn flow_and_best_path(
     to: f64,
 ) -> (f64, f64) {
     let all = run(name, Sim::window(seed, paths, to));
-    let alone = bare_window(seed, paths[best], to, &[]);
+    let alone = bare_window(seed, paths[best], to, &[], Baseline::WireGuard);
     let (all, alone) = (all.mbps(from, to), alone.mbps(from, to));
     eprintln!("{name}: {all:.1} Mbit/s over all paths, {alone:.1} over the best alone");
     (all, alone)
@@ -1481,7 +1516,7 @@ fn a_path_busy_for_part_of_a_span_is_not_measured_at_what_it_carried() {
             let all = run("part busy", Sim::window(seed, &paths, 10.0)).mbps(1.0, 10.0);
             let sum: f64 = paths
                 .iter()
-                .map(|&p| bare_window(seed, p, 10.0, &[]).mbps(1.0, 10.0))
+                .map(|&p| bare_window(seed, p, 10.0, &[], Baseline::WireGuard).mbps(1.0, 10.0))
                 .sum();
             eprintln!("part busy, seed {seed}: {all:.1} Mbit/s over both, {sum:.1} the sum alone");
             all >= 0.9 * sum
@@ -1514,7 +1549,7 @@ fn acks_come_back_the_near_way_when_the_near_paths_are_too_small_for_tcp() {
         .clone()
         .filter(|&seed| {
             let all = run("far big", Sim::window(seed, &paths, 10.0)).mbps(1.0, 10.0);
-            let alone = bare_window(seed, paths[0], 10.0, &[]).mbps(1.0, 10.0);
+            let alone = bare_window(seed, paths[0], 10.0, &[], Baseline::WireGuard).mbps(1.0, 10.0);
             eprintln!(
                 "far big, seed {seed}: {all:.1} Mbit/s over all, {alone:.1} over the big one"
             );
@@ -1729,6 +1764,8 @@ fn from_lab(scenario: &mptun_lab::scenario::Scenario) -> (Vec<PathSpec>, Vec<(f6
 struct SweepRow {
     mptun: f64,
     best: f64,
+    /// One WireGuard tunnel over the best path.
+    wireguard_best: f64,
     sum: f64,
     hold_p99_ms: f64,
     spread_ms: f64,
@@ -1760,23 +1797,39 @@ fn sweep_row(
     sim.changes = changes.clone();
     let r = run(&format!("sweep #{number}"), sim);
     let mptun = r.mbps(0.5, SECONDS);
+    let cuts_of = |i: usize| -> Vec<(f64, bool)> {
+        changes
+            .iter()
+            .filter_map(|&(at, c)| match c {
+                Change::Cut(p) if p == i => Some((at, false)),
+                Change::Restore(p) if p == i => Some((at, true)),
+                _ => None,
+            })
+            .collect()
+    };
     let alone: Vec<f64> = paths
         .iter()
         .enumerate()
         .map(|(i, &spec)| {
-            let cuts: Vec<(f64, bool)> = changes
-                .iter()
-                .filter_map(|&(at, c)| match c {
-                    Change::Cut(p) if p == i => Some((at, false)),
-                    Change::Restore(p) if p == i => Some((at, true)),
-                    _ => None,
-                })
-                .collect();
-            bare_window(seed + i as u64, spec, SECONDS, &cuts).mbps(0.5, SECONDS)
+            bare_window(seed + i as u64, spec, SECONDS, &cuts_of(i), Baseline::Bare)
+                .mbps(0.5, SECONDS)
         })
         .collect();
-    let best = alone.iter().copied().fold(0.0, f64::max);
+    let (best_index, best) =
+        alone
+            .iter()
+            .copied()
+            .enumerate()
+            .fold((0, 0.0), |b, a| if a.1 > b.1 { a } else { b });
     let sum = alone.iter().sum();
+    let wireguard_best = bare_window(
+        seed + best_index as u64,
+        paths[best_index],
+        SECONDS,
+        &cuts_of(best_index),
+        Baseline::WireGuard,
+    )
+    .mbps(0.5, SECONDS);
     let spread_ms = scenario.delay_spread_ms();
     let hold_p99_ms = r.hold_p99_steady.map_or(0.0, |d| d.as_secs_f64() * 1e3);
     let describe: Vec<String> = paths
@@ -1792,9 +1845,10 @@ fn sweep_row(
         })
         .collect();
     eprintln!(
-        "#{number:2} {:50} mptun {mptun:6.1} best {best:6.1} sum {sum:6.1}  x best {:.2}  of sum {:.2}  hold p99 {hold_p99_ms:.1} ms (spread {spread_ms:.1}){}  shares {:?}",
+        "#{number:2} {:50} mptun {mptun:6.1} best {best:6.1} sum {sum:6.1}  x best {:.2}  x WG-best {:.2}  of sum {:.2}  hold p99 {hold_p99_ms:.1} ms (spread {spread_ms:.1}){}  shares {:?}",
         describe.join(" "),
         mptun / best,
+        mptun / wireguard_best,
         mptun / sum,
         if changes.is_empty() { "" } else { " cut" },
         r.shares.iter().map(|s| (s * 100.0).round()).collect::<Vec<_>>(),
@@ -1802,6 +1856,7 @@ fn sweep_row(
     SweepRow {
         mptun,
         best,
+        wireguard_best,
         sum,
         hold_p99_ms,
         spread_ms,
@@ -1810,7 +1865,8 @@ fn sweep_row(
 
 /// The issue's bars, on scenarios drawn as the lab's sweep draws them, with
 /// a window flow as the inner TCP (CUBIC-like: the simulation has no bbr),
-/// against the same flow over each path alone with no tunnel.
+/// against the same flow over each path alone with no tunnel, as the lab
+/// measures them (see [`Baseline`]).
 /// `SWEEP_SEED` and `SWEEP_COUNT` choose other draws, `SWEEP_ONLY=N` runs
 /// the Nth scenario alone. `SWEEP_RUN=N` runs the same scenarios with
 /// other random draws (jitter, loss) in the simulation: a change is judged
@@ -1818,7 +1874,7 @@ fn sweep_row(
 /// `SIM_HYSTART=0` measure what two causes cost (see [`sweep_row`],
 /// [`WindowSender`]).
 #[test]
-#[ignore = "fails today: seed 1, lowest 0.32 of the best path, 10th percentile 0.76 of the sum, hold within the spread + 5 ms in 37%; the scheduler work of issue 14"]
+#[ignore = "fails today: seed 1, lowest 0.30 of the best path, 10th percentile 0.73 of the sum, hold within the spread + 5 ms in 37%; the scheduler work of issue 14"]
 fn a_sweep_of_drawn_scenarios_never_falls_below_the_best_path() {
     let env = |name: &str, default: u64| {
         std::env::var(name)
@@ -1856,8 +1912,12 @@ fn a_sweep_of_drawn_scenarios_never_falls_below_the_best_path() {
         .filter(|r| r.hold_p99_ms <= r.spread_ms + 5.0)
         .count() as f64
         / rows.len() as f64;
+    let at_095 = |of: fn(&SweepRow) -> f64| rows.iter().filter(|r| r.mptun >= 0.95 * of(r)).count();
     eprintln!(
-        "sweep seed {seed}: lowest x best {worst:.2}, of sum median {:.2} p10 {:.2}, hold within spread + 5 ms in {:.0}%",
+        "sweep seed {seed}: lowest x best {worst:.2}, at 0.95 of the best path in {} of {}, of WireGuard over it in {}, of sum median {:.2} p10 {:.2}, hold within spread + 5 ms in {:.0}%",
+        at_095(|r| r.best),
+        rows.len(),
+        at_095(|r| r.wireguard_best),
         quantile(0.5),
         quantile(0.1),
         holds_within * 100.0
@@ -1921,7 +1981,8 @@ fn a_lossy_path_s_repairs_hold_the_flow_no_longer_than_the_spread() {
 }
 
 /// Assert that a 10 s transfer over `paths`, from its first half second,
-/// reaches 0.95 of the same transfer over the best of them alone, and
+/// reaches 0.95 of the same transfer through WireGuard over the best of
+/// them alone, and
 /// that after its first second no more than 1% of its packets waited in
 /// the reorder buffer longer than the paths' delay spread and 5 ms.
 fn assert_held_within_the_spread(name: &str, seed: u64, paths: &[PathSpec], best: usize) {
@@ -1933,7 +1994,7 @@ fn assert_held_within_the_spread(name: &str, seed: u64, paths: &[PathSpec], best
         hold <= Duration::from_secs_f64((spread + 5.0) / 1e3),
         "{name}: hold p99 after the first second {hold:?}, paths {spread} ms apart"
     );
-    let alone = bare_window(seed, paths[best], 10.5, &[]).mbps(0.5, 10.5);
+    let alone = bare_window(seed, paths[best], 10.5, &[], Baseline::WireGuard).mbps(0.5, 10.5);
     let all = r.mbps(0.5, 10.5);
     assert!(
         all >= 0.95 * alone,

@@ -133,12 +133,20 @@ pub struct SweepResult {
     /// One MPTCP connection with a subflow in each WireGuard tunnel, if it
     /// was measured.
     pub mptcp_wireguard_mbps: Option<f64>,
+    /// One WireGuard tunnel over the best path, if it was measured: what a
+    /// site without mptun gets from one flow. The best path alone carries
+    /// more (a bare segment is 1448 bytes of payload in a 1500-byte frame,
+    /// one in WireGuard 1368, in mptun 1364), which a tunnel cannot
+    /// reach on a path with nothing to add beside it.
+    pub wireguard_best_mbps: Option<f64>,
     /// mptun over the sum.
     pub fraction_of_sum: f64,
     /// mptun over the best path alone.
     pub ratio_to_best: f64,
     /// mptun over MPTCP over WireGuard.
     pub ratio_to_mptcp_wireguard: Option<f64>,
+    /// mptun over one WireGuard tunnel over the best path.
+    pub ratio_to_wireguard_best: Option<f64>,
     /// mptun's hold p99 after the flow's first second, ms.
     pub hold_p99_steady_ms: Option<f64>,
     /// The paths' one-way delay spread, ms.
@@ -167,6 +175,11 @@ impl SweepResult {
             .iter()
             .find(|s| s.name.starts_with("MPTCP over"))
             .map(|s| s.goodput_mbps);
+        let wireguard_best_mbps = report
+            .systems
+            .iter()
+            .find(|s| s.name.starts_with("WireGuard, one tunnel"))
+            .map(|s| s.goodput_mbps);
         let ratio = |of: f64| if of > 0.0 { mptun_mbps / of } else { 0.0 };
         let scenario = &report.scenario;
         let delay_spread_ms = scenario.delay_spread_ms();
@@ -179,9 +192,11 @@ impl SweepResult {
             sum_mbps,
             best_path_mbps,
             mptcp_wireguard_mbps,
+            wireguard_best_mbps,
             fraction_of_sum: ratio(sum_mbps),
             ratio_to_best: ratio(best_path_mbps),
             ratio_to_mptcp_wireguard: mptcp_wireguard_mbps.map(ratio),
+            ratio_to_wireguard_best: wireguard_best_mbps.map(ratio),
             hold_p99_steady_ms: report.mptun.hold_p99_steady_ms,
             delay_spread_ms,
             known_class,
@@ -211,6 +226,11 @@ pub struct SweepSummary {
     pub min_ratio_to_best: Option<(f64, usize)>,
     /// Scenarios where mptun reached at least 0.95 of the best path.
     pub at_least_095_of_best: usize,
+    /// Scenarios where mptun reached at least 0.95 of one WireGuard tunnel
+    /// over the best path, of those where that was measured.
+    pub at_least_095_of_wireguard_best: usize,
+    /// See `at_least_095_of_wireguard_best`.
+    pub wireguard_best_measured: usize,
     /// Median and 10th percentile of mptun's fraction of the sum.
     pub median_fraction_of_sum: Option<f64>,
     /// See `median_fraction_of_sum`.
@@ -262,6 +282,14 @@ impl SweepSummary {
                 .map(|r| (r.ratio_to_best, r.number))
                 .min_by(|a, b| a.0.total_cmp(&b.0)),
             at_least_095_of_best: results.iter().filter(|r| r.ratio_to_best >= 0.95).count(),
+            at_least_095_of_wireguard_best: results
+                .iter()
+                .filter(|r| r.ratio_to_wireguard_best.is_some_and(|x| x >= 0.95))
+                .count(),
+            wireguard_best_measured: results
+                .iter()
+                .filter(|r| r.ratio_to_wireguard_best.is_some())
+                .count(),
             median_fraction_of_sum: quantile(&fractions, 0.5),
             p10_fraction_of_sum: quantile(&fractions, 0.1),
             at_or_above_mptcp_wireguard: results
@@ -372,11 +400,13 @@ pub fn describe(s: &Scenario) -> String {
 
 fn render_line(r: &SweepResult) -> String {
     format!(
-        "#{:<3} {:>7.1} {:>6.0}% {:>6.2} {:>9} {:>9} {:>7.1} {:>8}  {}{}",
+        "#{:<3} {:>7.1} {:>6.0}% {:>6.2} {:>8} {:>9} {:>9} {:>7.1} {:>8}  {}{}",
         r.number,
         r.mptun_mbps,
         100.0 * r.fraction_of_sum,
         r.ratio_to_best,
+        r.ratio_to_wireguard_best
+            .map_or("-".into(), |x| format!("{x:.2}")),
         r.ratio_to_mptcp_wireguard
             .map_or("-".into(), |x| format!("{x:.2}")),
         r.hold_p99_steady_ms
@@ -398,7 +428,7 @@ fn render_line(r: &SweepResult) -> String {
 /// `HyStart` is the window (packets) at which HyStart ended mptun's slow
 /// start, if it did.
 pub const HEADER: &str =
-    "#     Mbit/s  of sum  /best /MPTCP-WG  hold p99  spread  HyStart  scenario (Mbit/s@ms~jitter/loss)";
+    "#     Mbit/s  of sum  /best /WG-best /MPTCP-WG  hold p99  spread  HyStart  scenario (Mbit/s@ms~jitter/loss)";
 
 /// Render a sweep as text.
 pub fn render(report: &SweepReport) -> String {
@@ -427,6 +457,11 @@ pub fn render(report: &SweepReport) -> String {
             s.at_least_095_of_best, s.scenarios
         );
     }
+    let _ = writeln!(
+        o,
+        "  mptun / one WireGuard tunnel over the best path: at least 0.95 in {} of {} measured",
+        s.at_least_095_of_wireguard_best, s.wireguard_best_measured
+    );
     if let (Some(median), Some(p10)) = (s.median_fraction_of_sum, s.p10_fraction_of_sum) {
         let _ = writeln!(
             o,
@@ -560,22 +595,25 @@ mod tests {
 
     #[test]
     fn the_summary_takes_quantiles_and_the_worst_case() {
-        let result = |number, fraction: f64, best: f64, mptcp: f64, hold: f64| SweepResult {
-            number,
-            scenario: draw(1, 1).remove(0),
-            mptun_mbps: 100.0,
-            sum_mbps: 100.0 / fraction,
-            best_path_mbps: 100.0 / best,
-            mptcp_wireguard_mbps: Some(100.0 / mptcp),
-            fraction_of_sum: fraction,
-            ratio_to_best: best,
-            ratio_to_mptcp_wireguard: Some(mptcp),
-            hold_p99_steady_ms: Some(hold),
-            delay_spread_ms: 10.0,
-            known_class: None,
-            steal_pct: None,
-            systems: Vec::new(),
-        };
+        let result =
+            |number, fraction: f64, best: f64, mptcp: f64, wireguard: f64, hold: f64| SweepResult {
+                number,
+                scenario: draw(1, 1).remove(0),
+                mptun_mbps: 100.0,
+                sum_mbps: 100.0 / fraction,
+                best_path_mbps: 100.0 / best,
+                mptcp_wireguard_mbps: Some(100.0 / mptcp),
+                wireguard_best_mbps: Some(100.0 / wireguard),
+                fraction_of_sum: fraction,
+                ratio_to_best: best,
+                ratio_to_mptcp_wireguard: Some(mptcp),
+                ratio_to_wireguard_best: Some(wireguard),
+                hold_p99_steady_ms: Some(hold),
+                delay_spread_ms: 10.0,
+                known_class: None,
+                steal_pct: None,
+                systems: Vec::new(),
+            };
         let results: Vec<SweepResult> = (1..=10)
             .map(|i| {
                 let f = i as f64 / 10.0;
@@ -584,6 +622,7 @@ mod tests {
                     f,
                     1.0 + f,
                     if i > 5 { 1.1 } else { 0.9 },
+                    if i > 4 { 0.96 } else { 0.94 },
                     10.0 + i as f64,
                 )
             })
@@ -593,6 +632,8 @@ mod tests {
         assert_eq!(s.p10_fraction_of_sum, Some(0.1));
         assert_eq!(s.min_ratio_to_best, Some((1.1, 1)));
         assert_eq!(s.at_or_above_mptcp_wireguard, 5);
+        assert_eq!(s.at_least_095_of_wireguard_best, 6);
+        assert_eq!(s.wireguard_best_measured, 10);
         assert_eq!(s.hold_within_spread, 5);
     }
 }
