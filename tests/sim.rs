@@ -487,8 +487,9 @@ const TRACE_WINDOW_FOR: Duration = Duration::from_millis(3000);
 const TRACE_WINDOW_EVERY: Duration = Duration::from_millis(25);
 
 /// One line of SIM_TRACE: the window, the round trip of the oldest packet
-/// in flight, and per path the queue measured and modelled (ms) and the
-/// rate the scheduler assumes (Mbit/s).
+/// in flight, and per path the queue measured and modelled (ms), the
+/// rate the scheduler assumes (Mbit/s), the packets sent and resent, and
+/// the loss estimated.
 fn trace_window(at: Duration, w: &WindowSender, a: &mut Endpoint, paths: usize, now: Instant) {
     let mut line = format!(
         "  {at:?} window {:.0}{} oldest in flight {:?} |",
@@ -505,8 +506,12 @@ fn trace_window(at: Duration, w: &WindowSender, a: &mut Endpoint, paths: usize, 
         let rate = e.rate_mbps.map_or("-".to_string(), |r| format!("{r:.0}"));
         let st = a.path_stats(PathId(i as u8));
         line += &format!(
-            " q {:.1}/{:.1} r {rate} tx {}/{};",
-            e.queue_ms, e.model_queue_ms, st.tx_packets, st.resent
+            " q {:.1}/{:.1} r {rate} tx {}/{} l {:.2}%;",
+            e.queue_ms,
+            e.model_queue_ms,
+            st.tx_packets,
+            st.resent,
+            e.loss * 100.0
         );
     }
     eprintln!("{line}");

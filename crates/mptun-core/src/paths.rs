@@ -645,7 +645,7 @@ impl PathTable {
             PathTimer::Probe | PathTimer::Train => {}
             PathTimer::AsideEnds => {
                 if p.liveness.aside_ends(now) {
-                    p.delivery.forget_loss(false);
+                    p.delivery.forget_loss();
                     if p.state() == PathState::SetAside {
                         self.set_state(i, PathState::Up, PathChange::Up);
                     }
@@ -655,12 +655,14 @@ impl PathTable {
             PathTimer::Down => {
                 let since = p.liveness.last_echo().or(p.liveness.session_since());
                 let silent = since.map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
-                // What was queued there is lost; start the model empty, and
-                // do not count what the outage swallowed as the path's loss
-                // rate once it is back.
+                // What was queued there is lost; start the model empty. No
+                // report spans the outage, so what it swallowed is not
+                // counted as the path's loss, and the loss measured before
+                // it still stands: a path that lost 1% before a cut loses
+                // as much after it.
                 p.queue.clear();
                 p.queue_limit.reset();
-                p.delivery.forget_loss(true);
+                p.delivery.forget_report();
                 p.liveness.went_down(now);
                 self.set_state(i, PathState::Down, PathChange::Down { silent });
             }

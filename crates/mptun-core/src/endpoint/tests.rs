@@ -340,10 +340,36 @@ fn a_cut_path_is_down_within_300_ms_and_back_when_restored() {
     assert_eq!(pair.a.state(PathId(1)), PathState::Up);
 }
 
+/// Cut path 1 (30 ms) of `pair` at 1 s, restore it once A marks it down,
+/// and run a second more; return when it was marked down (ms).
+fn cut_and_restore_path_1(pair: &mut Pair) -> u64 {
+    pair.delays[1] = None;
+    let down_at = pair
+        .first_down(Side::A, PathId(1), 1000..2000, |_, _| {})
+        .expect("never marked down");
+    pair.delays[1] = Some(30 * MS);
+    pair.run(down_at + 1, down_at + 1000);
+    down_at
+}
+
+#[test]
+fn a_lossy_path_back_from_down_keeps_the_loss_measured_before() {
+    // A path that lost 0.6% before a cut loses as much after it; read as
+    // clean, it would carry data until thousands of packets said again
+    // what was known.
+    let mut pair = Pair::new(&[5, 30]);
+    pair.run(0, 1000);
+    pair.a.paths.path_mut(PathId(1)).delivery.set_loss(0.006);
+    let down_at = cut_and_restore_path_1(&mut pair);
+    assert_eq!(pair.a.state(PathId(1)), PathState::Up);
+    let loss = pair.a.estimate(PathId(1), pair.at(down_at + 1000)).loss;
+    assert_eq!(loss, 0.006);
+}
+
 #[test]
 fn a_set_aside_path_back_from_down_says_it_stays_set_aside() {
-    // Its loss was forgotten with the outage: "set aside for 0% loss"
-    // would tell an operator nothing true.
+    // "Up" after the outage would tell an operator nothing true: the
+    // loss it was set aside for is still there.
     let mut pair = Pair::new(&[5, 30]);
     pair.run(0, 1000);
     while pair.a.poll_event().is_some() {}
@@ -351,12 +377,7 @@ fn a_set_aside_path_back_from_down_says_it_stays_set_aside() {
     let path = pair.a.paths.path_mut(PathId(1));
     path.liveness.set_aside(at);
     path.liveness.set(PathState::SetAside);
-    pair.delays[1] = None;
-    let down_at = pair
-        .first_down(Side::A, PathId(1), 1000..2000, |_, _| {})
-        .expect("never marked down");
-    pair.delays[1] = Some(30 * MS);
-    pair.run(down_at + 1, down_at + 1000);
+    cut_and_restore_path_1(&mut pair);
     let events: Vec<PathChange> = std::iter::from_fn(|| pair.a.poll_event())
         .map(|e| e.change)
         .collect();

@@ -242,15 +242,11 @@ impl Delivery {
         self.resumed_at = Some(path_seq);
     }
 
-    /// Forget the loss (a path back from down, or given another chance),
-    /// and with `outage`, the last report too: what the outage swallowed is
-    /// not the path's loss.
-    pub fn forget_loss(&mut self, outage: bool) {
+    /// Forget the loss: the path, set aside for it, is given another
+    /// chance.
+    pub fn forget_loss(&mut self) {
         self.loss = 0.0;
         self.judged_packets = 0;
-        if outage {
-            self.last_report = None;
-        }
     }
 
     /// Set the loss, as if measured.
