@@ -244,11 +244,15 @@ impl PathTable {
     /// a burst overflows a small one; a path that adds a few percent is not
     /// worth that. Bare ACKs take any path (see
     /// [`Release::takes_tcp_paths`](crate::equalize::Release::takes_tcp_paths)). A
-    /// path's own probe trains count for it (a big path the flow has not
-    /// filled yet is not small), and for the others only up to the initial
-    /// guess (a train that jitter bunched up reads far above its path, but
-    /// a flow slowed by a far path never fills the near ones enough to
-    /// measure them). All of `usable` if every path is small.
+    /// path's probe trains count for it at the rate they arrived, for its
+    /// own share and in the others' total alike: a big path the flow has
+    /// not filled yet is not small, and counted at the 100 Mbit/s guess it
+    /// would let a path a tenth of its real size take TCP, whose first
+    /// overflow or loss ends the flow's slow start far below the big
+    /// path's rate. A train that jitter bunched up reads above its path,
+    /// and may keep off TCP a path beside it that would have added to the
+    /// sum: that costs less, over the simulated sweep, than a small path
+    /// taken. All of `usable` if every path is small.
     ///
     /// A path beyond the farthest of the others raises the flow's round
     /// trip by its delay above theirs, and has to carry more for it: the
@@ -260,11 +264,7 @@ impl PathTable {
         let delivery = |id: PathId| &self.paths[id.index()].delivery;
         let credit = |id: PathId| delivery(id).capacity_or_trains();
         let total: f64 = usable.iter().map(credit).sum();
-        let carries = |id: PathId| {
-            let own = delivery(id).capacity();
-            let train = delivery(id).train_rate().unwrap_or(0.0);
-            (own.max(train), total - credit(id))
-        };
+        let carries = |id: PathId| (credit(id), total - credit(id));
         let mut big = PathSet::default();
         for id in usable.iter() {
             let (own, others) = carries(id);

@@ -168,13 +168,11 @@ impl Delivery {
 
     /// Return the path's capacity, bytes per second, as the evidence for
     /// it says at least: measured, or where its probe trains arrived
-    /// faster, their rate up to the initial guess. A flow that never
-    /// filled the path measured little more than what it sent, or, on a
-    /// jittery path, took its jitter for a queue and the little it sent
-    /// for the capacity.
+    /// faster, their rate. A flow that never filled the path measured
+    /// little more than what it sent, or, on a jittery path, took its
+    /// jitter for a queue and the little it sent for the capacity.
     pub fn capacity_or_trains(&self) -> f64 {
-        let trains = self.rate_train.map_or(0.0, |r| r.min(INITIAL_RATE));
-        self.capacity().max(trains)
+        self.capacity().max(self.rate_train.unwrap_or(0.0))
     }
 
     /// Set the rate our probe trains say the path has, bytes per second.
