@@ -23,6 +23,7 @@ const REVERSE_PACKET: usize = 100;
 const ACK_PACKET: usize = 80;
 /// Outer bytes a plaintext costs on a link: WireGuard, UDP and IPv4.
 const OUTER: usize = 32 + 8 + 20;
+const MS: Duration = Duration::from_millis(1);
 
 /// How a flow over one path alone, the baseline mptun is measured
 /// against, crosses it.
@@ -49,7 +50,6 @@ impl Baseline {
         }
     }
 }
-const MS: Duration = Duration::from_millis(1);
 
 /// An IPv4 packet of `len` bytes carrying `n`.
 fn packet(len: usize, n: u64) -> PacketBuf {
@@ -1082,15 +1082,15 @@ fn jittery(rate_mbit: f64, delay_ms: u64, jitter_ms: u64, loss: f64) -> PathSpec
     }
 }
 
-/// A frame on a bare path: arrival time, order sent; then to B?, the link's
+/// A frame on a path alone: arrival time, order sent; then to B?, the link's
 /// cut epoch when sent, the packet's number (data) and the acknowledgement
 /// (acks).
-type BareFrame = (Instant, u64, bool, u64, u64, FlowAck);
+type PathAloneFrame = (Instant, u64, bool, u64, u64, FlowAck);
 
 /// A window-based bulk flow over one path alone, crossing it as
 /// `baseline` says: what one TCP flow gets from the path without mptun.
 /// Only `per_tick`, `offered` and `delivered` are filled in.
-fn bare_window(
+fn path_alone_window(
     seed: u64,
     spec: PathSpec,
     seconds: f64,
@@ -1101,7 +1101,7 @@ fn bare_window(
     let t0 = Instant::now();
     let mut to_b = direction(spec, spec.loss, seed);
     let mut to_a = direction(spec, spec.loss, seed ^ 0x5eed);
-    let mut due: BinaryHeap<Reverse<BareFrame>> = BinaryHeap::new();
+    let mut due: BinaryHeap<Reverse<PathAloneFrame>> = BinaryHeap::new();
     let mut order = 0u64;
     let mut sender = WindowSender::new(t0);
     let mut report = Report {
@@ -1240,7 +1240,7 @@ fn flow_and_best_path(
     to: f64,
 ) -> (f64, f64) {
     let all = run(name, Sim::window(seed, paths, to));
-    let alone = bare_window(seed, paths[best], to, &[], Baseline::WireGuard);
+    let alone = path_alone_window(seed, paths[best], to, &[], Baseline::WireGuard);
     let (all, alone) = (all.mbps(from, to), alone.mbps(from, to));
     eprintln!("{name}: {all:.1} Mbit/s over all paths, {alone:.1} over the best alone");
     (all, alone)
@@ -1548,7 +1548,9 @@ fn a_path_busy_for_part_of_a_span_is_not_measured_at_what_it_carried() {
             let all = run("part busy", Sim::window(seed, &paths, 10.0)).mbps(1.0, 10.0);
             let sum: f64 = paths
                 .iter()
-                .map(|&p| bare_window(seed, p, 10.0, &[], Baseline::WireGuard).mbps(1.0, 10.0))
+                .map(|&p| {
+                    path_alone_window(seed, p, 10.0, &[], Baseline::WireGuard).mbps(1.0, 10.0)
+                })
                 .sum();
             eprintln!("part busy, seed {seed}: {all:.1} Mbit/s over both, {sum:.1} the sum alone");
             all >= 0.9 * sum
@@ -1581,7 +1583,8 @@ fn acks_come_back_the_near_way_when_the_near_paths_are_too_small_for_tcp() {
         .clone()
         .filter(|&seed| {
             let all = run("far big", Sim::window(seed, &paths, 10.0)).mbps(1.0, 10.0);
-            let alone = bare_window(seed, paths[0], 10.0, &[], Baseline::WireGuard).mbps(1.0, 10.0);
+            let alone =
+                path_alone_window(seed, paths[0], 10.0, &[], Baseline::WireGuard).mbps(1.0, 10.0);
             eprintln!(
                 "far big, seed {seed}: {all:.1} Mbit/s over all, {alone:.1} over the big one"
             );
@@ -1843,7 +1846,7 @@ fn sweep_row(
         .iter()
         .enumerate()
         .map(|(i, &spec)| {
-            bare_window(seed + i as u64, spec, SECONDS, &cuts_of(i), Baseline::Bare)
+            path_alone_window(seed + i as u64, spec, SECONDS, &cuts_of(i), Baseline::Bare)
                 .mbps(0.5, SECONDS)
         })
         .collect();
@@ -1854,7 +1857,7 @@ fn sweep_row(
             .enumerate()
             .fold((0, 0.0), |b, a| if a.1 > b.1 { a } else { b });
     let sum = alone.iter().sum();
-    let wireguard_best = bare_window(
+    let wireguard_best = path_alone_window(
         seed + best_index as u64,
         paths[best_index],
         SECONDS,
@@ -2026,7 +2029,8 @@ fn assert_held_within_the_spread(name: &str, seed: u64, paths: &[PathSpec], best
         hold <= Duration::from_secs_f64((spread + 5.0) / 1e3),
         "{name}: hold p99 after the first second {hold:?}, paths {spread} ms apart"
     );
-    let alone = bare_window(seed, paths[best], 10.5, &[], Baseline::WireGuard).mbps(0.5, 10.5);
+    let alone =
+        path_alone_window(seed, paths[best], 10.5, &[], Baseline::WireGuard).mbps(0.5, 10.5);
     let all = r.mbps(0.5, 10.5);
     assert!(
         all >= 0.95 * alone,
