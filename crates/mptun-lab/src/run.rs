@@ -285,8 +285,6 @@ pub fn run(options: &LabOptions) -> anyhow::Result<LabReport> {
     let mut topo = build_topology(scenario)?;
     let ns_a = topo.ns_a();
     let ns_b = topo.ns_b();
-    let best = scenario.best_path();
-
     let mut systems = Vec::new();
     let mut path_rates: Vec<f64> = scenario
         .path
@@ -308,6 +306,7 @@ pub fn run(options: &LabOptions) -> anyhow::Result<LabReport> {
             path_rates[i - 1] = r.0.goodput_mbps;
         }
     }
+    let best = scenario.best_path_measured(options.compare.then_some(&path_rates[..]));
     let sum: f64 = scenario.offered_mbps(&path_rates).iter().sum();
     let system = |name: &str, m: Measured, cpu_s: Option<f64>| SystemResult {
         cpu_s_per_gb: cpu_s.and_then(|cpu| {

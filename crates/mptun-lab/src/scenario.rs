@@ -256,6 +256,26 @@ impl Scenario {
         delays.clone().fold(f64::MIN, f64::max) - delays.fold(f64::MAX, f64::min)
     }
 
+    /// Return the index (from 0) of the path that carried most alone,
+    /// `measured_mbps` each path's goodput alone (without the scenario's
+    /// events, which count as the time each path is up): a path with the
+    /// highest rate but a few percent loss carries least of all under a
+    /// loss-based TCP, and the rows measured against the best path would
+    /// measure it. Without measurements, [`best_path`](Self::best_path).
+    pub fn best_path_measured(&self, measured_mbps: Option<&[f64]>) -> usize {
+        let Some(measured) = measured_mbps else {
+            return self.best_path();
+        };
+        let offered = self.offered_mbps(measured);
+        let mut best = self.best_path();
+        for (i, mbps) in offered.iter().enumerate() {
+            if *mbps > offered.get(best).copied().unwrap_or(0.0) {
+                best = i;
+            }
+        }
+        best
+    }
+
     /// Return the index (from 0) of the best single path: highest rate,
     /// then lowest delay, then lowest loss.
     pub fn best_path(&self) -> usize {
@@ -383,6 +403,21 @@ mod tests {
         assert_eq!(s.event[0].commands().unwrap(), vec!["down 2"]);
         assert_eq!(s.event[1].commands().unwrap(), vec!["set 1 loss-pct 1.5"]);
         assert_eq!(s.best_path(), 1);
+    }
+
+    #[test]
+    fn the_best_path_is_the_one_that_carried_most_alone() {
+        let s = Scenario::parse(
+            "duration = 10\n[[path]]\nrate-mbit = 174\nloss-pct = 2.2\n\
+             [[path]]\nrate-mbit = 88\n[[path]]\nrate-mbit = 102\n",
+            "t",
+        )
+        .unwrap();
+        assert_eq!(s.best_path(), 0);
+        assert_eq!(s.best_path_measured(None), 0);
+        assert_eq!(s.best_path_measured(Some(&[1.2, 96.3, 91.0])), 1);
+        // A tie keeps the configured order's choice.
+        assert_eq!(s.best_path_measured(Some(&[50.0, 50.0, 50.0])), 0);
     }
 
     #[test]
