@@ -120,6 +120,10 @@ fn routes_via(ns: &str, dev: &str) -> String {
     String::from_utf8_lossy(&out.stdout).to_string()
 }
 
+/// What one TCP flow through mptun over the three paths gets, at least,
+/// as a multiple of one path alone.
+const FLOW_OVER_ONE_PATH_MIN: f64 = 2.4;
+
 #[test]
 fn one_tcp_flow_uses_every_path_in_order_and_teardown_is_clean() {
     let Some((_machine, topo)) = take_lab() else {
@@ -171,19 +175,50 @@ fn one_tcp_flow_uses_every_path_in_order_and_teardown_is_clean() {
         server_addr: mptun_lab::sites::TUNNEL_B.to_string(),
         ..one_path_args(&ns_a, &ns_b)
     };
-    let tcp = through.tcp().expect("iperf3 through the tunnel");
-    let ratio = tcp.goodput_mbps / one_path.goodput_mbps;
-    eprintln!(
-        "one path: {:.1} Mbit/s; mptun over {PATHS}: {:.1} Mbit/s ({ratio:.2}x), {} retransmits",
-        one_path.goodput_mbps, tcp.goodput_mbps, tcp.retransmits
-    );
+    // A host starved by its hypervisor runs both sites on less CPU than
+    // the flow needs, and the flow measures the host: measure again, as
+    // `lab_equal_scenario_beats_the_best_single_path` does.
+    let mut attempt = 1;
+    let (ratio, steal) = loop {
+        let before = mptun_lab::run::read_cpu_times();
+        let tcp = through.tcp().expect("iperf3 through the tunnel");
+        let steal = before
+            .zip(mptun_lab::run::read_cpu_times())
+            .and_then(|(before, after)| after.steal_pct_since(&before));
+        let ratio = tcp.goodput_mbps / one_path.goodput_mbps;
+        eprintln!(
+            "one path: {:.1} Mbit/s; mptun over {PATHS}: {:.1} Mbit/s ({ratio:.2}x), {} retransmits, steal {}",
+            one_path.goodput_mbps,
+            tcp.goodput_mbps,
+            tcp.retransmits,
+            percent(steal)
+        );
+        let starved = steal.is_some_and(|steal| steal >= STEAL_PCT_MAX);
+        if ratio >= FLOW_OVER_ONE_PATH_MIN || !starved || attempt == LAB_ATTEMPTS {
+            break (ratio, steal);
+        }
+        eprintln!("attempt {attempt}: steal was {STEAL_PCT_MAX}% or more; measuring again");
+        attempt += 1;
+    };
+    let a = sites.status(Site::A).expect("status of A");
+    let paths: Vec<String> = a
+        .paths
+        .iter()
+        .map(|p| {
+            format!(
+                "path[{}] {} {} bytes, rate {:.1?} Mbit/s, {} late echoes",
+                p.id, p.state, p.tx_bytes, p.rate_mbps, p.late_echoes
+            )
+        })
+        .collect();
     assert!(
-        ratio >= 2.4,
-        "one flow got {ratio:.2}x one path, want >= 2.4x"
+        ratio >= FLOW_OVER_ONE_PATH_MIN,
+        "one flow got {ratio:.2}x one path, want >= {FLOW_OVER_ONE_PATH_MIN}x (run {attempt} of at most {LAB_ATTEMPTS}, steal {}); site A: {}",
+        percent(steal),
+        paths.join("; ")
     );
 
     // Every path carried its share of that one flow.
-    let a = sites.status(Site::A).expect("status of A");
     let total: u64 = a.paths.iter().map(|p| p.tx_bytes).sum();
     for p in &a.paths {
         let share = p.tx_bytes as f64 / total as f64;
@@ -210,6 +245,11 @@ fn one_tcp_flow_uses_every_path_in_order_and_teardown_is_clean() {
 
     // SIGTERM: exit 0, no TUN device or route left behind.
     stop_cleanly(&mut sites);
+}
+
+/// A share measured, or that it could not be.
+fn percent(share: Option<f64>) -> String {
+    share.map_or("not measured".into(), |s| format!("{s:.1}%"))
 }
 
 fn one_path_args<'a>(ns_a: &'a str, ns_b: &'a str) -> Iperf<'a> {

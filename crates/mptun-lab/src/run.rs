@@ -992,7 +992,7 @@ fn flow_with_events(
 
 /// The host's CPU time by kind, from the `cpu` line of `/proc/stat`.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub(super) struct CpuTimes {
+pub struct CpuTimes {
     total: u64,
     steal: u64,
 }
@@ -1014,14 +1014,16 @@ impl CpuTimes {
         })
     }
 
-    pub(super) fn steal_pct_since(&self, before: &CpuTimes) -> Option<f64> {
+    /// Return the share of CPU time, %, the hypervisor took since `before`.
+    pub fn steal_pct_since(&self, before: &CpuTimes) -> Option<f64> {
         let total = self.total.checked_sub(before.total)?;
         let steal = self.steal.checked_sub(before.steal)?;
         (total > 0).then(|| 100.0 * steal as f64 / total as f64)
     }
 }
 
-pub(super) fn read_cpu_times() -> Option<CpuTimes> {
+/// Read the host's CPU times now, if `/proc/stat` tells them.
+pub fn read_cpu_times() -> Option<CpuTimes> {
     CpuTimes::parse(&std::fs::read_to_string("/proc/stat").ok()?)
 }
 
