@@ -7,7 +7,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use mptun_lab::machine::MachineLock;
-use mptun_lab::run::{kernel_counters, read_proc_net};
+use mptun_lab::run::{kernel_counters, read_cpu_times, read_proc_net, NOISY_STEAL_PCT};
 use mptun_lab::sites::SiteLayout;
 use mptun_lab::{ping, Iperf, Site, Sites};
 use mptun_netem::topology::{Mode, TbfShape};
@@ -180,10 +180,10 @@ fn one_tcp_flow_uses_every_path_in_order_and_teardown_is_clean() {
     // `lab_equal_scenario_beats_the_best_single_path` does.
     let mut attempt = 1;
     let (ratio, steal) = loop {
-        let before = mptun_lab::run::read_cpu_times();
+        let before = read_cpu_times();
         let tcp = through.tcp().expect("iperf3 through the tunnel");
         let steal = before
-            .zip(mptun_lab::run::read_cpu_times())
+            .zip(read_cpu_times())
             .and_then(|(before, after)| after.steal_pct_since(&before));
         let ratio = tcp.goodput_mbps / one_path.goodput_mbps;
         eprintln!(
@@ -193,11 +193,11 @@ fn one_tcp_flow_uses_every_path_in_order_and_teardown_is_clean() {
             tcp.retransmits,
             percent(steal)
         );
-        let starved = steal.is_some_and(|steal| steal >= STEAL_PCT_MAX);
+        let starved = steal.is_some_and(|steal| steal >= NOISY_STEAL_PCT);
         if ratio >= FLOW_OVER_ONE_PATH_MIN || !starved || attempt == LAB_ATTEMPTS {
             break (ratio, steal);
         }
-        eprintln!("attempt {attempt}: steal was {STEAL_PCT_MAX}% or more; measuring again");
+        eprintln!("attempt {attempt}: steal was {NOISY_STEAL_PCT}% or more; measuring again");
         attempt += 1;
     };
     let a = sites.status(Site::A).expect("status of A");
@@ -989,9 +989,6 @@ fn benchmark_one_flow_over_three_200_mbit_paths() {
 /// Share of frames, %, the emulator may release 5 ms or more after their
 /// time in a lab run that measures the scenario at all.
 const EMULATOR_LATE_PCT_MAX: f64 = 2.0;
-/// Steal, % of the host's CPU, under which a lab run measures mptun rather
-/// than the hypervisor (the lab warns from this share on).
-const STEAL_PCT_MAX: f64 = 5.0;
 /// Lab runs a test takes before it judges a host that stays that busy.
 const LAB_ATTEMPTS: u32 = 3;
 
@@ -1038,7 +1035,7 @@ fn lab_equal_scenario_beats_the_best_single_path() {
             s.host
                 .emulator_very_late_pct
                 .is_none_or(|late| late < EMULATOR_LATE_PCT_MAX)
-                && s.host.steal_pct.is_none_or(|steal| steal < STEAL_PCT_MAX)
+                && s.host.steal_pct.is_none_or(|steal| steal < NOISY_STEAL_PCT)
         });
         if emulated || attempt == LAB_ATTEMPTS {
             break (
@@ -1049,7 +1046,7 @@ fn lab_equal_scenario_beats_the_best_single_path() {
             );
         }
         eprintln!(
-            "attempt {attempt}: the emulator released {EMULATOR_LATE_PCT_MAX}% or more of the frames 5 ms late, or steal was {STEAL_PCT_MAX}% or more; measuring again"
+            "attempt {attempt}: the emulator released {EMULATOR_LATE_PCT_MAX}% or more of the frames 5 ms late, or steal was {NOISY_STEAL_PCT}% or more; measuring again"
         );
         attempt += 1;
     };

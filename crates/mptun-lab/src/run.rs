@@ -102,7 +102,7 @@ impl HostConditions {
 }
 
 /// Steal at which the host is too busy for figures to be compared.
-const NOISY_STEAL_PCT: f64 = 5.0;
+pub const NOISY_STEAL_PCT: f64 = 5.0;
 /// Share of frames released very late at which paths' delays were not what
 /// the scenario asked for often enough to move a hold p99.
 const NOISY_VERY_LATE_PCT: f64 = 0.1;
