@@ -372,7 +372,7 @@ impl Endpoint {
             let mut trailer = Trailer::control(Kind::Probe, self.epoch, spread_paths);
             // Naming the path's last data packet shows its loss to the peer
             // even when no more data follows it there.
-            (trailer.previous_on_path, trailer.congested) = self.paths.last_sent(path);
+            (trailer.previous_on_path, trailer.congested) = self.paths.last_sent(now, path);
             append_trailer(&mut buf, &trailer);
             self.path_stats[path.index()].tx_probes += 1;
             self.outgoing[path.index()].push_back(buf);

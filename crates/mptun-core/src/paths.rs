@@ -84,11 +84,11 @@ pub(crate) struct Charged {
     pub path_seq: Seq,
     /// The data packet sent on the path before it.
     pub previous: Option<Seq>,
-    /// Whether the path had a standing queue, and so had every other
-    /// usable path: a loss at this queue is the inner flow's signal to slow
-    /// down. While another path has room, it is repaired there instead;
-    /// left to the inner flow, it would make the flow back off before it
-    /// reached the paths with room.
+    /// Whether the path's queue was near overflowing, and so was every
+    /// other usable path's: a loss at this queue is the inner flow's
+    /// signal to slow down. While another path has room, it is repaired
+    /// there instead; left to the inner flow, it would make the flow back
+    /// off before it reached the paths with room.
     pub congested: bool,
 }
 
@@ -374,8 +374,8 @@ impl PathTable {
 
     /// Account for data packet `seq` of `len` bytes sent on `path` at
     /// `now` (a repair if `repair`); return its place on the path and
-    /// whether it went into a standing queue with no other path to take the
-    /// load.
+    /// whether it went into a queue near overflowing with no other path to
+    /// take the load.
     pub fn charge(
         &mut self,
         now: Instant,
@@ -385,7 +385,7 @@ impl PathTable {
         repair: bool,
     ) -> Charged {
         let queued = self.paths[path.index()].queueing_us() > CONGESTED_US;
-        let congested = queued && self.others_queued(path);
+        let congested = self.near_overflow(now, path);
         let p = &mut self.paths[path.index()];
         let charged = Charged {
             path_seq: p.next_path_seq,
@@ -408,21 +408,26 @@ impl PathTable {
         charged
     }
 
-    /// Return whether every usable path but `path` has a standing queue.
-    fn others_queued(&self, path: PathId) -> bool {
-        self.usable()
-            .iter()
-            .filter(|&o| o != path)
-            .all(|o| self.paths[o.index()].queueing_us() > CONGESTED_US)
+    /// Return whether the queues of `path` and of every other usable path
+    /// are near overflowing at `now` (see [`Path::queue_near_overflow`]):
+    /// a loss on `path` then is most likely its queue's, with no other path
+    /// to take the load.
+    fn near_overflow(&self, now: Instant, path: PathId) -> bool {
+        self.paths[path.index()].queue_near_overflow(now)
+            && self
+                .usable()
+                .iter()
+                .filter(|&o| o != path)
+                .all(|o| self.paths[o.index()].queue_near_overflow(now))
     }
 
     /// Return the last data packet sent on `path`, for its probe to name,
-    /// and whether that path and every other is queued now (a loss there
-    /// may be the queue's, which is the inner flow's to handle).
-    pub fn last_sent(&self, path: PathId) -> (Option<Seq>, bool) {
+    /// and whether that path and every other is near overflowing at `now`
+    /// (a loss there may be the queue's, which is the inner flow's to
+    /// handle).
+    pub fn last_sent(&self, now: Instant, path: PathId) -> (Option<Seq>, bool) {
         let p = &self.paths[path.index()];
-        let congested = p.queueing_us() > CONGESTED_US && self.others_queued(path);
-        (p.last_seq_sent, congested)
+        (p.last_seq_sent, self.near_overflow(now, path))
     }
 
     /// Count a data packet of `len` bytes received on `path` at `now` as

@@ -110,6 +110,9 @@ const ECHO_OVERDUE_MARGIN: Duration = Duration::from_millis(10);
 /// counted against it, and when every path is congested they are left to
 /// the inner flow (its signal to slow down) rather than repaired.
 pub(crate) const CONGESTED_US: f64 = 10_000.0;
+/// Share of the queue depth a path overflowed at (its queue limit) that
+/// its queue must reach for a loss there to count as an overflow.
+const OVERFLOW_REACH: f64 = 0.5;
 /// Queueing delay above which a packet next to a gap in a path's sequence
 /// numbers says the gap was dropped at a full queue: a drop-tail queue
 /// drops what comes while it is full, so the packets around the gap met it
@@ -309,6 +312,22 @@ impl Path {
     /// smoothed one, whichever is more.
     pub fn queueing_us(&self) -> f64 {
         self.owd_out.latest_queueing().max(self.owd_out.queueing())
+    }
+
+    /// Return whether a packet of ours lost on the path at `now` was most
+    /// likely dropped at its queue: the queue stands over
+    /// [`CONGESTED_US`] deep and, once the path has overflowed, at least
+    /// [`OVERFLOW_REACH`] of the depth it overflowed at. A path carrying a
+    /// flow keeps a standing queue far short of that depth, and what it
+    /// loses there is its own random loss, which a loss-based inner flow
+    /// must not see.
+    pub fn queue_near_overflow(&self, now: Instant) -> bool {
+        let queued = self.queueing_us();
+        queued > CONGESTED_US
+            && self
+                .queue_limit
+                .limit_us(now)
+                .is_none_or(|limit| queued > OVERFLOW_REACH * limit)
     }
 
     /// Return the modelled queue's delay, µs, draining it to `now` first.
@@ -542,5 +561,31 @@ mod tests {
         assert!(!set.contains(PathId(1)) && !set.contains(PathId(16)));
         assert_eq!(set.iter().collect::<Vec<_>>(), vec![PathId(0), PathId(15)]);
         assert_eq!(set.0, 0x8001);
+    }
+
+    #[test]
+    fn a_loss_counts_as_the_queue_s_only_near_the_depth_it_overflowed_at() {
+        let t0 = crate::tests::t0();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let mut p = Path::default();
+        let queued = |p: &mut Path, ms: u64, queue_ms: i64| {
+            p.owd_out.update(at(ms), 0);
+            p.owd_out.update(at(ms), queue_ms * 1000);
+            p.queue_limit.met(at(ms), (queue_ms * 1000) as f64);
+        };
+        // Before any overflow, a queue over 10 ms may be a full one.
+        queued(&mut p, 0, 8);
+        assert!(!p.queue_near_overflow(at(0)));
+        queued(&mut p, 10, 12);
+        assert!(p.queue_near_overflow(at(10)));
+        // It overflowed at 50 ms: its limit is 40 ms, and a flow keeping
+        // 12 ms there loses at random, not at the queue...
+        queued(&mut p, 20, 50);
+        p.queue_limit.overflowed(at(20));
+        queued(&mut p, 30, 12);
+        assert!(!p.queue_near_overflow(at(30)));
+        // ...while at over half the limit a loss is the queue's.
+        queued(&mut p, 40, 21);
+        assert!(p.queue_near_overflow(at(40)));
     }
 }

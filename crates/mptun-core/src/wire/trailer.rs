@@ -46,8 +46,9 @@
 //! arrived, it was lost on the way, and the receiver knows it at once
 //! rather than when the farthest path has delivered past it too.
 //!
-//! Flag C (congested) says the path had a standing queue when the packet
-//! was sent, and so had every other path the sender could use: a packet
+//! Flag C (congested) says the path's queue was near overflowing when the
+//! packet was sent, and so was every other path's the sender could use
+//! (deep, and near the depth where it overflowed before): a packet
 //! missing just before it on the same path was most likely dropped at that
 //! queue, and the tunnel has no room left, so the receiver leaves such a
 //! loss to the inner flow instead of asking for it again (see
@@ -130,9 +131,9 @@ pub struct Trailer {
     pub paths_in_use: PathSet,
     /// What the packet carries.
     pub kind: Kind,
-    /// The path, and every other the sender could use, had a standing
-    /// queue when this was sent (flag C): a loss just before it there may
-    /// be the queue's.
+    /// The path's queue, and every other's the sender could use, was near
+    /// overflowing when this was sent (flag C): a loss just before it there
+    /// may be the queue's.
     pub congested: bool,
     /// A TCP segment the receiver holds, once in order, until it is as old
     /// as a packet on the farthest path (flag H).
