@@ -107,8 +107,9 @@ const BUSY_WINDOW: Duration = Duration::from_millis(100);
 /// Margin over the expected round trip before a probe's echo is overdue.
 const ECHO_OVERDUE_MARGIN: Duration = Duration::from_millis(10);
 /// Queueing delay above which a path is congested: its losses are not
-/// counted against it, and when every path is congested they are left to
-/// the inner flow (its signal to slow down) rather than repaired.
+/// counted against it, and when every path is congested and near
+/// overflowing (see [`Path::queue_near_overflow`]) they are left to the
+/// inner flow (its signal to slow down) rather than repaired.
 pub(crate) const CONGESTED_US: f64 = 10_000.0;
 /// Share of the queue depth a path overflowed at (its queue limit) that
 /// its queue must reach for a loss there to count as an overflow.
@@ -578,8 +579,8 @@ mod tests {
         assert!(!p.queue_near_overflow(at(0)));
         queued(&mut p, 10, 12);
         assert!(p.queue_near_overflow(at(10)));
-        // It overflowed at 50 ms: its limit is 40 ms, and a flow keeping
-        // 12 ms there loses at random, not at the queue...
+        // It overflowed with 50 ms queued: its limit is 40 ms, and a flow
+        // keeping 12 ms there loses at random, not at the queue...
         queued(&mut p, 20, 50);
         p.queue_limit.overflowed(at(20));
         queued(&mut p, 30, 12);
