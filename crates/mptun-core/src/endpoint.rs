@@ -361,7 +361,10 @@ impl Endpoint {
     /// long enough.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.now = self.now.max(now);
-        self.paths.handle_timeout(now);
+        let down = self.paths.handle_timeout(now);
+        for path in down.iter() {
+            self.resend_lost_with(now, path);
+        }
         while let Some((path, probe)) = self.paths.poll_probe(now) {
             let mut buf = self.pool.take(0);
             buf.fill(0, Probe::LEN, |b| probe.encode(b));
@@ -702,8 +705,29 @@ impl Endpoint {
             self.stats.nacks_for_old_run += 1;
             return;
         }
+        self.resend(now, nack.seqs());
+    }
+
+    /// `path` was just marked down: resend what went on it since the
+    /// newest probe the peer echoed there left, and the peer cannot know
+    /// it misses (see [`SentLog::lost_with`]). The peer asks for a loss
+    /// only once something sent after it arrives another way, and after
+    /// the last of a flow's ACKs, say, nothing may come: the flow would
+    /// wait for its retransmission timeout.
+    fn resend_lost_with(&mut self, now: Instant, path: PathId) {
+        let Some(since_us) = self.paths.echoed_up_to_us(path) else {
+            return;
+        };
+        let lost = self.sent.lost_with(path, since_us as u32);
+        self.resend(now, lost);
+    }
+
+    /// Resend the packets numbered `seqs` that are in the log and were not
+    /// resent already.
+    fn resend(&mut self, now: Instant, seqs: impl IntoIterator<Item = Seq>) {
         let delivering = self.paths.still_delivering(now);
         let usable = self.paths.usable();
+        let now_us = self.paths.micros(now) as u32;
         // A clean path's repair arriving more than this after the soonest
         // path's gets a second copy on the soonest: the receiver waits a
         // little longer than that (see `PathTable::repair_hint`), but what
@@ -724,7 +748,7 @@ impl Endpoint {
                 .is_none_or(|limit| arrival <= limit)
                 .then_some((path, arrival))
         };
-        for seq in nack.seqs() {
+        for seq in seqs {
             let mut copy = self.pool.take(0);
             let Some((lost_on, sent_us)) =
                 self.sent
@@ -764,6 +788,7 @@ impl Endpoint {
                 second.extend_from_slice(copy.packet());
                 self.queue_repair(now, sooner, seq, delivering, sent_us, second);
             }
+            self.sent.resent_on(seq, path, now_us);
             self.queue_repair(now, path, seq, delivering, sent_us, copy);
         }
     }

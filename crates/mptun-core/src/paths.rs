@@ -629,8 +629,9 @@ impl PathTable {
     /// Run the timers due by `now`: give set-aside paths another chance,
     /// stop sending on paths whose echoes are late, and mark paths whose
     /// echoes stopped as down. Probes due are taken with
-    /// [`poll_probe`](Self::poll_probe).
-    pub fn handle_timeout(&mut self, now: Instant) {
+    /// [`poll_probe`](Self::poll_probe). Return the paths marked down now.
+    pub fn handle_timeout(&mut self, now: Instant) -> PathSet {
+        let mut down = PathSet::default();
         for i in 0..self.paths.len() {
             for timer in [
                 PathTimer::AsideEnds,
@@ -639,9 +640,22 @@ impl PathTable {
             ] {
                 if self.paths[i].deadline(timer).is_some_and(|t| t <= now) {
                     self.expire(now, i, timer);
+                    if timer == PathTimer::Down {
+                        down.insert(PathId(i as u8));
+                    }
                 }
             }
         }
+        down
+    }
+
+    /// Return when what we sent on `path` was last known to arrive: when
+    /// the newest probe the peer echoed left, on our µs clock. What went
+    /// after it on a path that died is lost, and the peer may not know it
+    /// was sent (nothing else came after it).
+    pub fn echoed_up_to_us(&self, path: PathId) -> Option<u64> {
+        let p = self.get(path)?;
+        Some(self.micros(p.probes.echoed_up_to()?))
     }
 
     fn expire(&mut self, now: Instant, i: usize, timer: PathTimer) {

@@ -22,6 +22,9 @@ struct Slot {
     /// Resent already: a NACK goes out on two paths, and one resend is
     /// enough.
     resent: bool,
+    /// The path and time (µs, as `sent_us`) of its latest copy: where it
+    /// was sent, or resent.
+    latest: (PathId, u32),
 }
 
 /// The data packets sent lately, by global sequence number, in a ring.
@@ -43,6 +46,7 @@ impl SentLog {
                     sent_us: 0,
                     packet: Vec::new(),
                     resent: true, // empty: nothing to resend
+                    latest: (PathId(0), 0),
                 })
                 .collect(),
         }
@@ -63,6 +67,7 @@ impl SentLog {
         slot.packet.clear();
         slot.packet.extend_from_slice(packet);
         slot.resent = false;
+        slot.latest = (path, sent_us);
     }
 
     /// Return the packet sent as `seq` to resend it, with the path that
@@ -75,6 +80,48 @@ impl SentLog {
         }
         slot.resent = true;
         Some((slot.path, slot.sent_us, &slot.packet))
+    }
+
+    /// Note that the copy of `seq` taken for resend went on `path` at
+    /// `at_us`.
+    pub fn resent_on(&mut self, seq: Seq, path: PathId, at_us: u32) {
+        let slot = self.slot(seq);
+        if slot.seq == seq {
+            slot.latest = (path, at_us);
+        }
+    }
+
+    /// Return, oldest first, the packets whose latest copy went on `path`
+    /// at or after `since_us` (within the last half hour of the clock) and
+    /// whose loss the peer cannot see, and let each be resent once more:
+    /// that path died and took them with it. The peer sees a gap once a
+    /// packet numbered after it arrives, and asks for it; what went after
+    /// the newest packet sent on another path, and the repairs the path
+    /// took (asked for already), it waits for in vain.
+    pub fn lost_with(&mut self, path: PathId, since_us: u32) -> Vec<Seq> {
+        let newest_elsewhere = self
+            .slots
+            .iter()
+            .filter(|slot| slot.path != path && !slot.packet.is_empty())
+            .map(|slot| slot.seq)
+            .reduce(|a, b| if a.is_before(b) { b } else { a });
+        let mut lost: Vec<Seq> = Vec::new();
+        for slot in &mut self.slots {
+            let (on, at_us) = slot.latest;
+            // Wrapping µs: a later time is less than 2^31 µs ahead.
+            let after = at_us.wrapping_sub(since_us) < 1 << 31;
+            let unseen =
+                slot.path != path || newest_elsewhere.is_none_or(|n| n.is_before(slot.seq));
+            if on == path && after && unseen && !slot.packet.is_empty() {
+                slot.resent = false;
+                lost.push(slot.seq);
+            }
+        }
+        // All within the log's span of each other: any one orders them.
+        if let Some(&base) = lost.first() {
+            lost.sort_by_key(|s| s.distance_from(base));
+        }
+        lost
     }
 }
 
@@ -97,5 +144,34 @@ mod tests {
         assert_eq!(log.take_for_resend(Seq(2)), two);
         assert_eq!(log.take_for_resend(Seq(6)), None, "never sent");
         assert_eq!(SentLog::new(0).take_for_resend(Seq(0)), None);
+    }
+
+    #[test]
+    fn a_dead_path_s_packets_the_peer_cannot_miss_are_resent_once_more() {
+        let mut log = SentLog::new(16);
+        // 0..5 alternate between paths 0 and 1, then 5..8 go on path 0,
+        // 10 µs apart.
+        for n in 0..8u32 {
+            let path = if n < 5 { n as u8 % 2 } else { 0 };
+            log.record(Seq(n), PathId(path), n * 10, &[n as u8; 3]);
+        }
+        // 1, lost on path 1, was resent on path 0 at 80 µs.
+        assert!(log.take_for_resend(Seq(1)).is_some());
+        log.resent_on(Seq(1), PathId(0), 80);
+        // Path 0 died. Since 20 µs it took 2, whose gap the peer sees once
+        // 3 arrives; 4 to 7, after 3, the newest packet that went
+        // elsewhere; and the repair of 1. 0 went before.
+        assert_eq!(
+            log.lost_with(PathId(0), 20),
+            vec![Seq(1), Seq(4), Seq(5), Seq(6), Seq(7)]
+        );
+        assert!(log.take_for_resend(Seq(1)).is_some(), "resent once more");
+        assert_eq!(log.take_for_resend(Seq(1)), None);
+        // The clock wraps: µs just before the wrap are before those after.
+        let mut log = SentLog::new(4);
+        log.record(Seq(7), PathId(2), u32::MAX - 5, &[7]);
+        log.record(Seq(8), PathId(2), 4, &[8]);
+        assert_eq!(log.lost_with(PathId(2), u32::MAX - 1), vec![Seq(8)]);
+        assert_eq!(log.lost_with(PathId(2), u32::MAX - 9), vec![Seq(7), Seq(8)]);
     }
 }

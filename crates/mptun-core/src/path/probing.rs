@@ -144,6 +144,16 @@ impl OurProbes {
             .copied()
     }
 
+    /// Return when the newest probe the peer echoed was sent, if it is
+    /// still remembered, else when the oldest remembered one was.
+    pub fn echoed_up_to(&self) -> Option<Instant> {
+        self.in_flight
+            .iter()
+            .find(|p| p.number == self.last_echoed)
+            .or(self.in_flight.front())
+            .map(|p| p.at)
+    }
+
     /// Return our oldest probe the peer has not echoed yet.
     pub fn oldest_unechoed(&self) -> Option<&SentProbe> {
         self.in_flight
