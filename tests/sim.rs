@@ -1043,7 +1043,7 @@ fn the_acks_a_cut_path_took_down_are_resent_and_the_flow_goes_on() {
     // until B marked it down 290 ms later, and then nothing was left to
     // ACK: A's window stayed full until its retransmission timeout, a
     // second later. B resends what it sent on the path since its newest
-    // echoed probe left.
+    // echoed probe left, none of which A can know it misses.
     let paths = [spec(8.0, 64.0, 3.0, 0.005), spec(138.0, 63.0, 0.0, 0.0)];
     let (mut stalled, mut all, mut alone) = (0.0, 0.0, 0.0);
     let seeds = [604, 10604, 20604];
@@ -1062,7 +1062,7 @@ fn the_acks_a_cut_path_took_down_are_resent_and_the_flow_goes_on() {
     );
     // Without the resend: 8.5, 73.7 and 118.5. With it, the burst A's
     // window lets out at once when the ACKs come overflows the big path,
-    // and the flow halves its window: 59.5 and 101.0.
+    // and the flow cuts its window: 59.5 and 101.0.
     assert!(stalled >= 0.25 * alone, "{said}");
     assert!(all >= 0.75 * alone, "{said}");
 }
