@@ -489,8 +489,8 @@ const TRACE_WINDOW_EVERY: Duration = Duration::from_millis(25);
 
 /// One line of SIM_TRACE: the window, the round trip of the oldest packet
 /// in flight, and per path the queue measured and modelled (ms), the
-/// rate the scheduler assumes (Mbit/s), the packets sent and resent, and
-/// the loss estimated.
+/// rate the scheduler assumes and the one the probe trains arrived at
+/// (Mbit/s), the packets sent and resent, and the loss estimated.
 fn trace_window(at: Duration, w: &WindowSender, a: &mut Endpoint, paths: usize, now: Instant) {
     let mut line = format!(
         "  {at:?} window {:.0}{} oldest in flight {:?} |",
@@ -505,9 +505,10 @@ fn trace_window(at: Duration, w: &WindowSender, a: &mut Endpoint, paths: usize, 
     for i in 0..paths {
         let e = a.estimate(PathId(i as u8), now);
         let rate = e.rate_mbps.map_or("-".to_string(), |r| format!("{r:.0}"));
+        let train = e.train_mbps.map_or("-".to_string(), |r| format!("{r:.0}"));
         let st = a.path_stats(PathId(i as u8));
         line += &format!(
-            " q {:.1}/{:.1} r {rate} tx {}/{} l {:.2}%;",
+            " q {:.1}/{:.1} r {rate} t {train} tx {}/{} l {:.2}%;",
             e.queue_ms,
             e.model_queue_ms,
             st.tx_packets,
