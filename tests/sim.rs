@@ -1037,35 +1037,67 @@ fn a_blackholed_path_fails_over_within_300_ms() {
     );
 }
 
+/// Lab sweep seed 6, #5 (simulated): the flow's ACKs take the small path,
+/// a hair nearer, and it is cut from 3.5 s to 6 s. Return the run and what
+/// the big path carried alone.
+fn ack_path_cut(name: &str, seed: u64) -> (Report, f64) {
+    let paths = [spec(8.0, 64.0, 3.0, 0.005), spec(138.0, 63.0, 0.0, 0.0)];
+    let mut sim = Sim::window(seed, &paths, 10.5);
+    sim.changes = vec![(3.5, Change::Cut(0)), (6.0, Change::Restore(0))];
+    let alone = path_alone_window(seed, paths[1], 10.5, &[], Baseline::WireGuard).mbps(0.5, 10.5);
+    (run(name, sim), alone)
+}
+
 #[test]
 fn the_acks_a_cut_path_took_down_are_resent_and_the_flow_goes_on() {
-    // Lab sweep seed 6, #5 (simulated): the flow's ACKs take the small
-    // path, a hair nearer, and it is cut. Its data was all ACKed there
-    // until B marked it down 290 ms later, and then nothing was left to
-    // ACK: A's window stayed full until its retransmission timeout, a
-    // second later. B resends what it sent on the path since its newest
-    // echoed probe left, none of which A can know it misses.
-    let paths = [spec(8.0, 64.0, 3.0, 0.005), spec(138.0, 63.0, 0.0, 0.0)];
+    // Its data was all ACKed on the cut path until B marked it down 290
+    // ms later, and then nothing was left to ACK: A's window stayed full
+    // until its retransmission timeout, a second later. B resends what it
+    // sent on the path since its newest echoed probe left, none of which
+    // A can know it misses.
     let (mut stalled, mut all, mut alone) = (0.0, 0.0, 0.0);
     let seeds = [604, 10604, 20604];
     for seed in seeds {
-        let mut sim = Sim::window(seed, &paths, 10.5);
-        sim.changes = vec![(3.5, Change::Cut(0)), (6.0, Change::Restore(0))];
-        let r = run("ACKs on a cut path", sim);
+        let (r, big_alone) = ack_path_cut("ACKs on a cut path", seed);
         stalled += r.mbps(3.5, 4.5);
         all += r.mbps(0.5, 10.5);
-        alone += path_alone_window(seed, paths[1], 10.5, &[], Baseline::WireGuard).mbps(0.5, 10.5);
+        alone += big_alone;
     }
     let runs = seeds.len() as f64;
     let (stalled, all, alone) = (stalled / runs, all / runs, alone / runs);
     let said = format!(
         "{stalled:.1} Mbit/s in the second after the cut, {all:.1} over 10 s, {alone:.1} over the big path alone (means of {runs} seeds)"
     );
+    eprintln!("ACKs on a cut path: {said}");
     // Without the resend: 8.5, 73.7 and 118.5. With it, the burst A's
     // window lets out at once when the ACKs come overflows the big path,
-    // and the flow cuts its window: 59.5 and 101.0.
+    // and the flow cuts its window: 59.5 and 101.0. With one ACK in four
+    // on the big path as well (see the next test), the flow hardly
+    // notices the cut: 128.1 and 116.1.
     assert!(stalled >= 0.25 * alone, "{said}");
     assert!(all >= 0.75 * alone, "{said}");
+}
+
+#[test]
+fn acks_keep_coming_while_the_path_they_take_is_cut_and_not_yet_down() {
+    // One ACK in four takes the big path, which is as near and clean, and
+    // keeps the window moving in the 290 ms before B marks the small one
+    // down.
+    let (mut before_down, mut alone) = (0.0, 0.0);
+    let seeds = [605, 10605, 20605];
+    for seed in seeds {
+        let (r, big_alone) = ack_path_cut("ACKs on a cut path, not yet down", seed);
+        before_down += r.mbps(3.6, 3.8);
+        alone += big_alone;
+    }
+    let runs = seeds.len() as f64;
+    let (before_down, alone) = (before_down / runs, alone / runs);
+    let said = format!(
+        "{before_down:.1} Mbit/s from 100 to 300 ms after the cut, {alone:.1} over the big path alone (means of {runs} seeds)"
+    );
+    eprintln!("ACKs on a cut path, not yet down: {said}");
+    // Without the spare ACKs: 0.0 Mbit/s; with them, 127.7 (118.5 alone).
+    assert!(before_down >= 0.5 * alone, "{said}");
 }
 
 #[test]
@@ -1955,7 +1987,7 @@ fn sweep_row(
 /// `SIM_HYSTART=0` measure what two causes cost (see [`sweep_row`],
 /// [`WindowSender`]).
 #[test]
-#[ignore = "fails today: seed 1, lowest 0.78 of the best path, hold within the spread + 5 ms in 47%; the scheduler work of issue 14"]
+#[ignore = "fails today: seed 1, lowest 0.69 of the best path, hold within the spread + 5 ms in 43%; the scheduler work of issue 14"]
 fn a_sweep_of_drawn_scenarios_never_falls_below_the_best_path() {
     let env = |name: &str, default: u64| {
         std::env::var(name)

@@ -12,6 +12,7 @@
 use std::time::Instant;
 
 use crate::path::{base_min, Path, PathId, PathSet};
+use crate::paths::LOSS_CLEAN;
 
 /// How long after its release a held packet may start arriving and still
 /// count as in time, µs. On the farthest path a packet starts arriving
@@ -25,6 +26,14 @@ const HELD_SLACK_US: f64 = 8000.0;
 /// The longest queue, µs, a bare ACK joins while a path with a shorter
 /// one is left (see [`Scheduler::pick_for_ack`]).
 const ACK_QUEUE_US: f64 = 1000.0;
+
+/// One bare ACK in this many takes the next soonest path with a short
+/// queue (see [`Scheduler::pick_for_ack`])...
+const ACK_SPARE_EVERY: u32 = 4;
+/// ...if it arrives no more than this later there, µs: Linux's HyStart
+/// takes a round trip 4 ms over the least for a full pipe at the
+/// earliest.
+const ACK_SPARE_WITHIN_US: f64 = 4000.0;
 
 /// How the sender picks paths.
 #[derive(Clone, Debug)]
@@ -58,6 +67,9 @@ pub(crate) struct Scheduler {
     /// Each path's share of the last thousand or so data packets, for the
     /// caps.
     shares: Vec<f64>,
+    /// Bare ACKs picked a path for, to send every [`ACK_SPARE_EVERY`]th
+    /// another way.
+    acks: u32,
 }
 
 impl Scheduler {
@@ -65,6 +77,7 @@ impl Scheduler {
         Scheduler {
             policy,
             shares: vec![0.0; paths],
+            acks: 0,
         }
     }
 
@@ -136,6 +149,15 @@ impl Scheduler {
     /// times by the difference (HyStart reads that as a full pipe and ends
     /// slow start). Spilled at a short queue instead, some ACKs of every
     /// round still come the nearest way, and the least round trip holds.
+    ///
+    /// One ACK in [`ACK_SPARE_EVERY`] takes the next soonest such path that
+    /// loses nothing, if it arrives there within [`ACK_SPARE_WITHIN_US`] of
+    /// the soonest.
+    /// ACKs are cumulative: behind a later one it changes nothing, and as
+    /// the newest of its round it raises the round trip by less than
+    /// HyStart takes for a full pipe. When the soonest path dies, the
+    /// spare ACKs alone keep the flow's window moving until that path is
+    /// marked down, and the flow neither stalls nor waits for a timeout.
     pub fn pick_for_ack(
         &mut self,
         paths: &mut [Path],
@@ -159,7 +181,26 @@ impl Scheduler {
         } else {
             short
         };
-        self.pick(paths, now, len, 0.0, among)
+        let soonest = self.pick(paths, now, len, 0.0, among)?;
+        self.acks = self.acks.wrapping_add(1);
+        if self.acks.is_multiple_of(ACK_SPARE_EVERY) {
+            // Spare ACKs are there for when the soonest path dies, as
+            // repairs are for when a packet is lost: on a clean path.
+            let mut others = PathSet::default();
+            for path in among.iter() {
+                if path != soonest && paths[path.index()].delivery.loss() < LOSS_CLEAN {
+                    others.insert(path);
+                }
+            }
+            let base_min = base_min(paths);
+            let arrival = arrival_us(&mut paths[soonest.index()], now, len, base_min);
+            if let Some((spare, spare_arrival)) = self.pick_soonest(paths, now, len, others) {
+                if spare_arrival <= arrival + ACK_SPARE_WITHIN_US {
+                    return Some(spare);
+                }
+            }
+        }
+        Some(soonest)
     }
 
     /// Count a data packet (not a repair) sent on `path`, for the caps.

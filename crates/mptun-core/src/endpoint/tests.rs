@@ -1382,6 +1382,26 @@ fn acks_that_outgrow_the_nearest_path_spill_over_at_a_short_queue() {
 }
 
 #[test]
+fn one_ack_in_four_takes_a_path_about_as_near_as_the_nearest() {
+    // ACKs a ms apart, never queued: the nearest path takes three in four,
+    // and the fourth goes 2 ms further, where it keeps the flow's window
+    // moving if the nearest dies. A path 25 ms further would raise the
+    // round trip of a flow whose ACKs come sparsely: it takes none.
+    let count = |delays: &[u64]| {
+        let mut pair = Pair::new(delays);
+        pair.run(0, 2000);
+        let mut on = [0; 2];
+        for ms in 2000..2100 {
+            let (path, _) = pair.send_packet(pair.at(ms), tcp_ack()).expect("sent");
+            on[path.index()] += 1;
+        }
+        on
+    };
+    assert_eq!(count(&[5, 7]), [75, 25]);
+    assert_eq!(count(&[5, 30]), [100, 0]);
+}
+
+#[test]
 fn tcp_keeps_off_a_far_small_path_that_would_raise_its_round_trip_for_little() {
     // Lab sweep seed 9311, #1: 15 Mbit/s 64 ms beyond a 171 and a 195
     // Mbit/s path, whose trains read 95 and 22 (the jitter spread them).
