@@ -30,10 +30,11 @@ const ACK_QUEUE_US: f64 = 1000.0;
 /// One bare ACK in this many takes the next soonest path with a short
 /// queue (see [`Scheduler::pick_for_ack`])...
 const ACK_SPARE_EVERY: u32 = 4;
-/// ...if it arrives no more than this later there, µs: Linux's HyStart
-/// takes a round trip 4 ms over the least for a full pipe at the
-/// earliest.
-const ACK_SPARE_WITHIN_US: f64 = 4000.0;
+/// ...if it arrives no more than this later there, µs: half the 4 ms
+/// over the least round trip that Linux's HyStart takes for a full pipe
+/// at the earliest, the other half left to the queues the flow's packets
+/// meet.
+const ACK_SPARE_WITHIN_US: f64 = 2000.0;
 
 /// How the sender picks paths.
 #[derive(Clone, Debug)]
@@ -152,10 +153,9 @@ impl Scheduler {
     ///
     /// One ACK in [`ACK_SPARE_EVERY`] takes the next soonest such path that
     /// loses nothing, if it arrives there within [`ACK_SPARE_WITHIN_US`] of
-    /// the soonest.
-    /// ACKs are cumulative: behind a later one it changes nothing, and as
-    /// the newest of its round it raises the round trip by less than
-    /// HyStart takes for a full pipe. When the soonest path dies, the
+    /// the soonest. ACKs are cumulative: behind a later one it changes nothing, and as
+    /// the newest of its round it raises the round trip by half what
+    /// HyStart takes for a full pipe at the least. When the soonest path dies, the
     /// spare ACKs alone keep the flow's window moving until that path is
     /// marked down, and the flow neither stalls nor waits for a timeout.
     pub fn pick_for_ack(
