@@ -1038,8 +1038,9 @@ fn a_blackholed_path_fails_over_within_300_ms() {
 }
 
 /// Lab sweep seed 6, #5 (simulated): the flow's ACKs take the small path,
-/// a hair nearer, and it is cut from 3.5 s to 6 s. Return the run and what
-/// the big path carried alone.
+/// where they arrive a hair sooner than behind the big path's data, and
+/// it is cut from 3.5 s to 6 s. Return the run and what the big path
+/// carried alone.
 fn ack_path_cut(name: &str, seed: u64) -> (Report, f64) {
     let paths = [spec(8.0, 64.0, 3.0, 0.005), spec(138.0, 63.0, 0.0, 0.0)];
     let mut sim = Sim::window(seed, &paths, 10.5);

@@ -153,11 +153,12 @@ impl Scheduler {
     ///
     /// One ACK in [`ACK_SPARE_EVERY`] takes the next soonest such path that
     /// loses nothing, if it arrives there within [`ACK_SPARE_WITHIN_US`] of
-    /// the soonest. ACKs are cumulative: behind a later one it changes nothing, and as
-    /// the newest of its round it raises the round trip by half what
-    /// HyStart takes for a full pipe at the least. When the soonest path dies, the
-    /// spare ACKs alone keep the flow's window moving until that path is
-    /// marked down, and the flow neither stalls nor waits for a timeout.
+    /// the soonest. ACKs are cumulative: behind a later one it changes
+    /// nothing, and as the newest of its round it raises the round trip by
+    /// half what HyStart takes for a full pipe at the least. When the
+    /// soonest path dies, the spare ACKs alone keep the flow's window
+    /// moving until that path is marked down, and the flow neither stalls
+    /// nor waits for a timeout.
     pub fn pick_for_ack(
         &mut self,
         paths: &mut [Path],

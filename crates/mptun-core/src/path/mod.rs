@@ -73,13 +73,6 @@ impl PathSet {
         }
     }
 
-    /// Take `path` out of the set.
-    pub fn remove(&mut self, path: PathId) {
-        if path.index() < MAX_PATHS {
-            self.0 &= !(1 << path.0);
-        }
-    }
-
     /// Return the paths in the set, in order.
     pub fn iter(self) -> impl Iterator<Item = PathId> {
         (0..MAX_PATHS as u8)
