@@ -55,10 +55,12 @@ const LOSS_FEW_MIN_PACKETS: u64 = LOSS_MEMORY_PACKETS as u64;
 /// behind it more than handing it out late costs the flow's loss recovery,
 /// which takes it for reordering.
 pub(crate) const REPAIR_PATIENCE_MARGIN: Duration = Duration::from_millis(5);
-/// Rise of a TCP flow's round trip, as a share of it, that CUBIC's
-/// HyStart reads as a full pipe: an eighth (at least 4 ms, at most 16, in
-/// Linux).
-const HYSTART_RISE_SHARE: u32 = 8;
+/// Share of a held flow's round trip a held segment behind a lost one
+/// waits past its due time for the repair (see [`repair_past_due`]). A
+/// quarter: more than the eighth CUBIC's HyStart reads as a full pipe,
+/// because a repair handed out late costs Linux a window cut that it
+/// undoes, from the D-SACK, only a round trip later.
+const REPAIR_PAST_DUE_SHARE: u32 = 4;
 /// Share of the other usable paths' capacity together below which a
 /// path carries no TCP (see [`PathTable::tcp_paths`]).
 const TCP_SMALL_SHARE: f64 = 0.1;
@@ -897,10 +899,9 @@ impl PathTable {
 /// Return how long past its due time a held TCP segment behind a lost one
 /// waits for the repair (see [`crate::reorder::Arrival::due`]), given the
 /// paths' least round trip and the spread a held segment waits out (see
-/// [`PathTable::equalize_wait`]): [`REPAIR_PATIENCE_MARGIN`], or less than
-/// HyStart reads as a full pipe in the round trip of a flow held to the
-/// farthest path (the two summed), if that is more. A loss costs a flow in
-/// slow start far more than a round trip that rises that much.
+/// [`PathTable::equalize_wait`]): [`REPAIR_PATIENCE_MARGIN`], or
+/// [`REPAIR_PAST_DUE_SHARE`] of the round trip of a flow held to the
+/// farthest path (the two summed), if that is more.
 pub(crate) fn repair_past_due(
     least_round_trip: Option<Duration>,
     spread: Option<Duration>,
@@ -909,7 +910,7 @@ pub(crate) fn repair_past_due(
         .zip(spread)
         .map(|(least, spread)| least + spread);
     round_trip.map_or(REPAIR_PATIENCE_MARGIN, |r| {
-        REPAIR_PATIENCE_MARGIN.max(r / HYSTART_RISE_SHARE)
+        REPAIR_PATIENCE_MARGIN.max(r / REPAIR_PAST_DUE_SHARE)
     })
 }
 
