@@ -374,13 +374,9 @@ impl WindowSender {
         // retransmission, sent as the decrease was taken: a round trip
         // after it at the earliest.
         let undo_after = self.min_rtt.unwrap_or_default();
-        if self.episode_lost > 0
-            && self.episode_late >= self.episode_lost
-            && self
-                .before_decrease
-                .is_some_and(|d| now >= d.at + undo_after)
-        {
-            if let Some(d) = self.before_decrease.take() {
+        if self.episode_lost > 0 && self.episode_late >= self.episode_lost {
+            let due = |d: &mut Decrease| now >= d.at + undo_after;
+            if let Some(d) = self.before_decrease.take_if(due) {
                 self.cwnd = self.cwnd.max(d.cwnd);
                 self.ssthresh = self.ssthresh.max(d.ssthresh);
                 (self.w_max, self.k, self.epoch) = (d.w_max, d.k, d.epoch);
