@@ -22,7 +22,7 @@ pub const MAX_SUM_MBIT: f64 = 600.0;
 /// Delay spread from which a scenario with inner bbr is in the known class
 /// "rtt skew with inner bbr": bbr paces at its bottleneck estimate and reads
 /// the reorder buffer's hold as a longer round trip, so it cannot fill paths
-/// whose delays differ this much (README, "What mptun cannot do").
+/// whose delays differ this much (README, "Sweeps").
 const BBR_SKEW_MS: f64 = 20.0;
 
 /// Draw `count` scenarios from `seed`:
