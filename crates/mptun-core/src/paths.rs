@@ -564,15 +564,12 @@ impl PathTable {
             .iter()
             .position(|p| p.probes.next_at().is_some_and(|t| t <= now))?;
         let p = &mut self.paths[i];
-        // Fast too until the path's jitter is measured: a flow may start
-        // within a few idle probes, and neither a queue nor a probe
-        // train's rate can be told from that jitter before.
-        let interval = if p.probe_fast(now) || (p.state() == PathState::Up && !p.idle_jitter.warm())
-        {
-            PROBE_BUSY
-        } else {
-            PROBE_IDLE
-        };
+        let interval =
+            if p.probe_fast(now) || (p.state() == PathState::Up && p.measuring_jitter(now)) {
+                PROBE_BUSY
+            } else {
+                PROBE_IDLE
+            };
         let sent_before = p.queue.sent_total();
         let number = p.probes.send(now, interval, sent_before);
         let echo = p.peer_probes.to_echo();

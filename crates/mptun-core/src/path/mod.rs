@@ -124,6 +124,13 @@ pub(crate) const MISSED_AT_QUEUE_US: f64 = CONGESTED_US;
 /// moments of a flow overrun paths whose rate is not known yet, and those
 /// drops are no verdict on the path.
 const LOSS_SETTLE: Duration = Duration::from_secs(1);
+/// How long after a session comes up a path probes at the busy rate even
+/// once its own jitter is measured: each side measures the jitter of its
+/// direction from the echoes in the other's probes, so the first side
+/// measured, slowing to the idle rate, would leave the other a sample per
+/// idle interval. Long enough for the trains to pass and for the steps
+/// the jitter needs after them.
+const JITTER_WARMUP: Duration = Duration::from_millis(500);
 
 /// A change of a path's state, worth logging once.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -366,6 +373,18 @@ impl Path {
             || self
                 .last_data_received
                 .is_some_and(|t| now.saturating_duration_since(t) < BUSY_WINDOW)
+    }
+
+    /// Whether to probe at the busy rate so that both sides measure the
+    /// path's jitter (see [`JITTER_WARMUP`]): a flow may start within a
+    /// few idle probes, and neither a queue nor a probe train's rate can be
+    /// told from the jitter before.
+    pub fn measuring_jitter(&self, now: Instant) -> bool {
+        !self.idle_jitter.warm()
+            || self
+                .liveness
+                .session_since()
+                .is_some_and(|t| now.saturating_duration_since(t) < JITTER_WARMUP)
     }
 
     /// Return when `timer` fires, if it is armed.
