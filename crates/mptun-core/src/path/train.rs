@@ -42,10 +42,10 @@ const TRAIN_GAP: Duration = Duration::from_millis(50);
 /// jitter's. Uniform jitter of ±j steps by 2j/3 on average and spreads a
 /// train by up to 2j: three steps.
 const TRAIN_JITTER_STEPS: f64 = 3.0;
-/// Where the fastest train spanned no more than the jitter, one more is sent, long
-/// enough to span this many steps of it at the initial guess of a path's
-/// rate: twice what a train must span. A path it still crosses within the
-/// jitter is at least about that guess, and no train lowers it.
+/// Where the fastest train spanned no more than the jitter, one more is
+/// sent, long enough to span this many steps of it at the initial guess of
+/// a path's rate: twice what a train must span. A path it still crosses
+/// within the jitter is at least about that guess, and no train lowers it.
 const LONG_TRAIN_JITTER_STEPS: f64 = 2.0 * TRAIN_JITTER_STEPS;
 /// Most packets in the long train (563 KB): enough for ±11 ms of jitter.
 const LONG_TRAIN_MAX_PACKETS: u16 = 512;
