@@ -2059,7 +2059,7 @@ fn sweep_row(
 /// against how far those alone move the summary. `SWEEP_LOSSLESS=K` and
 /// `SIM_HYSTART=0` measure what two causes cost (see [`sweep_row`],
 /// [`WindowSender`]); `SIM_FLOW_LATER=S` starts the flow S seconds later
-/// after the paths come up (see [`flow_later`]).
+/// than usual, counted from the paths coming up (see [`flow_later`]).
 #[test]
 #[ignore = "fails today: seed 1, lowest 0.24 of the best path, hold within the spread + 5 ms in 47%; the scheduler work of issue 14"]
 fn a_sweep_of_drawn_scenarios_never_falls_below_the_best_path() {
