@@ -532,6 +532,13 @@ fn flow_later() -> Duration {
         .map_or(Duration::ZERO, Duration::from_secs_f64)
 }
 
+/// Whether mptun's paths from B to A keep their delay but not their
+/// jitter (`SIM_BACK_STEADY=1`; off unless given): what the jitter under
+/// the flow's ACKs costs it. The paths alone keep theirs.
+fn back_steady() -> bool {
+    std::env::var("SIM_BACK_STEADY").is_ok_and(|v| v != "0")
+}
+
 /// One line of SIM_TRACE: the window, the round trip of the oldest packet
 /// in flight, and per path the queue measured and modelled (ms), the
 /// rate the scheduler assumes and the one the probe trains arrived at
@@ -702,7 +709,15 @@ impl Sim {
         for (i, &spec) in self.paths.iter().enumerate() {
             let seed = self.seed.wrapping_mul(1000).wrapping_add(i as u64);
             to_b.push(direction(spec, spec.loss, seed));
-            to_a.push(direction(spec, spec.loss, seed ^ 0x5eed));
+            let back = if back_steady() {
+                PathSpec {
+                    jitter_ms: 0.0,
+                    ..spec
+                }
+            } else {
+                spec
+            };
+            to_a.push(direction(back, spec.loss, seed ^ 0x5eed));
         }
         let new_site = |epoch| {
             let mut endpoint = Endpoint::new(t0, EndpointConfig::new(epoch, n));
@@ -1376,6 +1391,41 @@ fn flow_and_best_path(
     let (all, alone) = (all.mbps(from, to), alone.mbps(from, to));
     eprintln!("{name}: {all:.1} Mbit/s over all paths, {alone:.1} over the best alone");
     (all, alone)
+}
+
+#[test]
+#[ignore = "fails today: 10 of 20 seeds reach 0.8 of the sum (20 with SIM_BACK_STEADY=1); steadying each ACK to the top of its path's jitter passed 20 of 20 but cost the simulated sweep; the scheduler work of issue 14"]
+fn acks_on_a_jittery_path_do_not_end_slow_start() {
+    // Simulated sweep seed 7717 #7: four clean paths of 580 Mbit/s in all,
+    // the two nearest jittering by 4.5-5 ms. The flow's ACKs come back on
+    // those, and its round trip moves with their jitter, slowly (a path's
+    // jitter keeps its packets in order): eight high samples in a round
+    // were a full pipe to HyStart, which ended slow start at 182 packets;
+    // CUBIC grew to 490 in the ten seconds, 53 Mbit/s.
+    let paths = [
+        spec(135.0, 16.5, 5.0, 0.0),
+        spec(183.0, 19.5, 4.5, 0.0),
+        spec(180.0, 40.0, 0.0, 0.0),
+        spec(102.0, 34.5, 0.0, 0.0),
+    ];
+    let sum: f64 = paths
+        .iter()
+        .map(|&p| path_alone_window(7717, p, 10.0, &[], Baseline::WireGuard).mbps(1.0, 10.0))
+        .sum();
+    let seeds = 7701..7721;
+    let reached = seeds
+        .clone()
+        .filter(|&seed| {
+            let all = run("jittery ACKs", Sim::window(seed, &paths, 10.0)).mbps(1.0, 10.0);
+            eprintln!("jittery ACKs, seed {seed}: {all:.1} Mbit/s, {sum:.1} the sum alone");
+            all >= 0.8 * sum
+        })
+        .count();
+    assert!(
+        reached >= 18,
+        "{reached} of {} seeds reach 0.8 of the sum",
+        seeds.count()
+    );
 }
 
 #[test]
