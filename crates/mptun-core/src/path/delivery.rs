@@ -7,7 +7,8 @@ use super::estimators::WindowedMax;
 use crate::seq::Seq;
 use crate::wire::Probe;
 
-/// Rate assumed for a path before it has been measured: 100 Mbit/s.
+/// Rate assumed for a path before it has been measured or its probe
+/// trains have arrived: 100 Mbit/s.
 pub(crate) const INITIAL_RATE: f64 = 12.5e6;
 /// Headroom over the measured delivery rate, so a path's share can grow
 /// when it has capacity to spare (as BBR's probing gain).
@@ -153,16 +154,18 @@ impl Default for Delivery {
 impl Delivery {
     /// Return the path's estimated capacity, bytes per second. A delivery
     /// rate says what the path carried, which is its capacity only when a
-    /// queue stood at the bottleneck; otherwise it is a lower bound.
+    /// queue stood at the bottleneck; otherwise it is a lower bound. Before
+    /// any was measured, the rate our probe trains arrived at, whether
+    /// above or below the initial guess: a big path counted at the guess
+    /// takes a third of its share, and slow start's flights overrun the
+    /// paths beside it.
     pub fn capacity(&self) -> f64 {
         let unqueued = self.rate_unqueued.get().unwrap_or(0.0);
         self.rate
             .get()
             .or(self.rate_first)
-            .unwrap_or_else(|| {
-                self.rate_train
-                    .map_or(INITIAL_RATE, |r| r.min(INITIAL_RATE))
-            })
+            .or(self.rate_train)
+            .unwrap_or(INITIAL_RATE)
             .max(unqueued)
     }
 
@@ -458,6 +461,21 @@ mod tests {
                 "trains {trains:?}: capacity {capacity}"
             );
         }
+    }
+
+    #[test]
+    fn a_path_is_counted_at_its_trains_rate_until_it_is_measured() {
+        let mut d = Delivery::default();
+        assert_eq!(d.capacity(), INITIAL_RATE);
+        // Above the initial guess as below it.
+        for train in [40e6, 2e6] {
+            d.set_train_rate(Some(train));
+            assert_eq!(d.capacity(), train);
+        }
+        // A queued delivery rate, once measured, is the capacity.
+        d.set_train_rate(Some(40e6));
+        let capacity = reports(&mut d, crate::tests::t0(), 5, 2_000_000, 20_000.0);
+        assert!((capacity - 20e6).abs() < 1.0, "capacity {capacity}");
     }
 
     #[test]
