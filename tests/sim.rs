@@ -2257,6 +2257,19 @@ fn a_lossy_path_s_repairs_hold_the_flow_no_longer_than_the_spread() {
     assert_held_within_the_spread("lossy path's repairs", 520, &paths, 1);
 }
 
+#[test]
+#[ignore = "fails today: 129.3 Mbit/s against 136.9 through WireGuard over the big path alone (0.94); leaving the small path out of the hold once every path's trains are in passes it (134.7, nothing held) but cost the simulated sweep (geometric mean 0.98: that hold keeps HyStart in slow start elsewhere); the scheduler work of issue 14"]
+fn a_small_far_path_known_by_its_trains_does_not_hold_a_flow_that_starts_early() {
+    // Lab sweep seed 6029, #26. The 9 Mbit/s path, 51 ms farther, counts
+    // at the 100 Mbit/s guess until its trains come, 0.3 s after the
+    // session: TCP may take it then, and a path TCP may take stays in the
+    // hold for 2 s. A flow that starts at 0.5 s has every segment held to
+    // the far path's delay until 2.5 s, and the packets behind a loss
+    // wait 51 ms more for its repair.
+    let paths = [spec(145.0, 15.5, 0.0, 0.0), spec(9.0, 66.5, 2.0, 0.0)];
+    assert_held_within_the_spread("small far path known early", 2601, &paths, 0);
+}
+
 /// Assert that a 10 s transfer over `paths`, from its first half second,
 /// reaches 0.95 of the same transfer through WireGuard over the best of
 /// them alone, and
@@ -2266,7 +2279,8 @@ fn assert_held_within_the_spread(name: &str, seed: u64, paths: &[PathSpec], best
     let delays = paths.iter().map(|p| p.delay_ms);
     let spread = delays.clone().fold(f64::MIN, f64::max) - delays.fold(f64::MAX, f64::min);
     let r = run(name, Sim::window(seed, paths, 10.5));
-    let hold = r.hold_p99_steady.expect("something waited");
+    // Nothing held is within any spread.
+    let hold = r.hold_p99_steady.unwrap_or_default();
     assert!(
         hold <= Duration::from_secs_f64((spread + 5.0) / 1e3),
         "{name}: hold p99 after the first second {hold:?}, paths {spread} ms apart"
