@@ -889,19 +889,23 @@ impl Sim {
             );
             let at_a = a.deliver("A", None);
             if let Some(w) = window.as_mut() {
-                let mut acks = Vec::new();
-                // After each run, and once more for a segment left alone.
-                let runs = coalesced_runs(&at_b);
-                for run in runs.iter().map(Some).chain([None]) {
-                    for &n in run.into_iter().flatten() {
+                let mut flow_acks = Vec::new();
+                for run in coalesced_runs(&at_b) {
+                    for &n in &run {
                         flow_at_b.deliver(now, n);
                         flow_at_b.judge(now, w.min_rtt);
                     }
-                    if let Some(flow_ack) = flow_at_b.poll_ack(now) {
-                        report.offered_back += 1;
-                        acks.push(ack(report.offered_back, flow_ack));
-                    }
+                    flow_acks.extend(flow_at_b.poll_ack(now));
                 }
+                // A segment left alone.
+                flow_acks.extend(flow_at_b.poll_ack(now));
+                let mut acks = flow_acks
+                    .into_iter()
+                    .map(|flow_ack| {
+                        report.offered_back += 1;
+                        ack(report.offered_back, flow_ack)
+                    })
+                    .collect();
                 b.endpoint.handle_tun(now, &mut acks);
                 let slow_start = w.cwnd < w.ssthresh;
                 for p in &at_a {
