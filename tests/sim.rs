@@ -2307,13 +2307,14 @@ fn a_small_far_path_known_by_its_trains_does_not_hold_a_flow_that_starts_early()
 }
 
 #[test]
-#[ignore = "fails today: hold p99 76 ms against paths 22 ms apart; a path on which a held segment would start arriving over twice its hold (and the slack) after its release, ranked with the paths whose queue overflowed, passes it, and in the lab this row held 11-24 ms rather than 70-82, but that rule failed a_near_lossy_path_s_losses_far_short_of_its_overflow_depth_are_repaired and a_path_losing_a_few_per_thousand_beyond_repair_is_set_aside; the scheduler work of issue 14"]
 fn a_small_far_path_does_not_queue_what_the_near_one_has_no_room_for() {
     // Lab sweep seed 6029, #3: hold p99 72 ms against a 22 ms spread, with
     // no loss on either path. Once the near path's queue was as deep as it
     // overflowed at, the scheduler sent to the far 5 Mbit/s one whatever
     // its queue, which grew to 80 ms: every segment after one sent there
-    // waited for it (76 ms at p99 on this seed).
+    // waited for it (76 ms at p99 on this seed). The far path, slower than
+    // the full one, now ranks with it once a segment there would arrive
+    // later than its release by more than the hold and the slack.
     let paths = [spec(5.0, 25.0, 0.0, 0.0), spec(19.0, 3.0, 2.5, 0.0)];
     assert_held_within_the_spread("small far path queued deep", 2602, &paths, 1);
 }

@@ -218,8 +218,10 @@ impl Scheduler {
 /// Return the path among `candidates` where `len` bytes sent at `now`
 /// arrive soonest, counting any arrival that starts by `held_until_us` (or
 /// [`HELD_SLACK_US`] after) as then and the shortest queue among those as
-/// the soonest; a path whose queue is as deep as when it overflowed only if
-/// every one is, and a path over its cap only if every one is that.
+/// the soonest; a path whose queue is as deep as when it overflowed, or
+/// that is slower than such a path and would deliver a held packet far
+/// too late, only if every one is, and a path over its cap only if every
+/// one is that.
 fn earliest_arrival(
     paths: &mut [Path],
     now: Instant,
@@ -230,6 +232,18 @@ fn earliest_arrival(
     shares: &[f64],
 ) -> Option<PathId> {
     let base_min = base_min(paths);
+    // See `too_late` below; only a held packet can be late.
+    let fastest_full = if held_until_us > 0.0 {
+        candidates
+            .iter()
+            .filter_map(|id| {
+                let p = &mut paths[id.index()];
+                p.full(now).then(|| p.rate())
+            })
+            .fold(0.0, f64::max)
+    } else {
+        0.0
+    };
     // (tier, arrival, queue): the lowest wins, in that order.
     let mut best: Option<((u8, f64, f64), PathId)> = None;
     for path in candidates.iter() {
@@ -238,13 +252,28 @@ fn earliest_arrival(
             c.get(path.index())
                 .is_some_and(|&cap| shares.get(path.index()).is_some_and(|&s| s > cap))
         });
-        let tier = if over_cap { 2 } else { u8::from(p.full(now)) };
         // The queue the packet would wait behind, and its own bytes' time;
         // it starts arriving that wait past the path's base delay.
         let waited = p.model_queue_us(now);
         let own = len as f64 / p.rate();
         let queue = waited + own;
         let starts = p.base_above(base_min) + waited;
+        // A path slower than a full one, on which a held packet would start
+        // arriving later than its release by more than the hold itself and
+        // the slack, ranks with the full ones, and the sooner arrival wins:
+        // the near path's overflow, a loss the flow backs off at as it
+        // would on one path, rather than a queue that every packet sent
+        // after this one waits for. A slow path's queue grows fast for
+        // what it holds of the window; a bigger far path keeps its queue,
+        // as the flow's window needs room somewhere.
+        let too_late = held_until_us > 0.0
+            && starts > 2.0 * held_until_us + HELD_SLACK_US
+            && p.rate() < fastest_full;
+        let tier = if over_cap {
+            2
+        } else {
+            u8::from(p.full(now) || too_late)
+        };
         // A held packet that starts arriving by the time it is released,
         // or a little after, arrives in time; see [`HELD_SLACK_US`].
         let arrival = if held_until_us > 0.0 && starts <= held_until_us + HELD_SLACK_US {
