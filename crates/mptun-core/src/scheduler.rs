@@ -13,6 +13,7 @@ use std::time::Instant;
 
 use crate::path::{base_min, Path, PathId, PathSet};
 use crate::paths::LOSS_CLEAN;
+use crate::MAX_PATHS;
 
 /// How long after its release a held packet may start arriving and still
 /// count as in time, µs. On the farthest path a packet starts arriving
@@ -232,18 +233,15 @@ fn earliest_arrival(
     shares: &[f64],
 ) -> Option<PathId> {
     let base_min = base_min(paths);
-    // See `too_late` below; only a held packet can be late.
-    let fastest_full = if held_until_us > 0.0 {
-        candidates
-            .iter()
-            .filter_map(|id| {
-                let p = &mut paths[id.index()];
-                p.full(now).then(|| p.rate())
-            })
-            .fold(0.0, f64::max)
-    } else {
-        0.0
-    };
+    let mut full = [false; MAX_PATHS];
+    let mut fastest_full: f64 = 0.0; // see `too_late` below
+    for id in candidates.iter() {
+        let p = &mut paths[id.index()];
+        if p.full(now) {
+            full[id.index()] = true;
+            fastest_full = fastest_full.max(p.rate());
+        }
+    }
     // (tier, arrival, queue): the lowest wins, in that order.
     let mut best: Option<((u8, f64, f64), PathId)> = None;
     for path in candidates.iter() {
@@ -272,7 +270,7 @@ fn earliest_arrival(
         let tier = if over_cap {
             2
         } else {
-            u8::from(p.full(now) || too_late)
+            u8::from(full[path.index()] || too_late)
         };
         // A held packet that starts arriving by the time it is released,
         // or a little after, arrives in time; see [`HELD_SLACK_US`].
