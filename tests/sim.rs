@@ -954,11 +954,13 @@ impl Sim {
             let id = PathId(i as u8);
             let link = link.stats();
             eprintln!(
-                "  path {i}: {:?} {:?}; dropped {} at the queue, {} at random",
+                "  path {i}: {:?} {:?}; dropped {} at the queue, {} at random; {} parity halves, {} rebuilt",
                 a.endpoint.state(id),
                 a.endpoint.estimate(id, now),
                 link.drop_queue_full,
                 link.drop_loss,
+                a.endpoint.path_stats(id).tx_parity,
+                b.endpoint.path_stats(id).rebuilt,
             );
         }
         report.delivered = b.delivered;

@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use crate::buf::{BufPool, PacketBuf};
 use crate::equalize::{DelayLine, DscpSet, Release};
+use crate::parity::{ParityDecoder, ParityEncoder};
 use crate::path::train::TRAIN_PACKET_LEN;
 use crate::path::{PathEstimate, PathEvent, PathId, PathSet, PathState};
 use crate::paths::{repair_past_due, PathTable, HOLD_FLOOR, REPAIR_PATIENCE_MARGIN};
@@ -12,7 +13,9 @@ use crate::reorder::{Arrival, HoldHistogram, ReorderBuffer, ReorderConfig, Reord
 use crate::scheduler::{Policy, Scheduler};
 use crate::sent_log::SentLog;
 use crate::seq::Seq;
-use crate::wire::{ip, Kind, Nack, Probe, Trailer, Train, NACK_MAX, NACK_MAX_LEN, TRAILER_LEN};
+use crate::wire::{
+    ip, Kind, Nack, Parity, Probe, Trailer, Train, NACK_MAX, NACK_MAX_LEN, TRAILER_LEN,
+};
 
 /// Buffers an endpoint keeps for its own probes, NACKs and resends.
 const POOL_KEEP: usize = 1024;
@@ -89,6 +92,12 @@ pub struct PathStats {
     pub tx_nacks: u64,
     /// NACKs received.
     pub rx_nacks: u64,
+    /// Parity halves sent (see [`crate::parity`]).
+    pub tx_parity: u64,
+    /// Parity halves received.
+    pub rx_parity: u64,
+    /// Data packets lost on the way rebuilt from a parity.
+    pub rebuilt: u64,
     /// Plaintexts refused, by reason.
     pub refused: RefusedStats,
 }
@@ -106,6 +115,8 @@ pub struct RefusedStats {
     pub bad_probe: u64,
     /// A NACK that does not read as one.
     pub bad_nack: u64,
+    /// A parity half that does not read as one.
+    pub bad_parity: u64,
     /// From a run of the peer other than the one followed, while that one
     /// is still heard from.
     pub foreign_epoch: u64,
@@ -200,6 +211,9 @@ pub struct Endpoint {
     peer: Option<PeerRun>,
     /// Plaintexts to send, per path, in order.
     outgoing: Vec<VecDeque<PacketBuf>>,
+    /// Parities of the data we send, and of what we receive, per path.
+    parity_out: Vec<ParityEncoder>,
+    parity_in: Vec<ParityDecoder>,
     pool: BufPool,
     path_stats: Vec<PathStats>,
     stats: EndpointStats,
@@ -225,6 +239,8 @@ impl Endpoint {
             now,
             peer: None,
             outgoing: (0..n).map(|_| VecDeque::new()).collect(),
+            parity_out: (0..n).map(|_| ParityEncoder::default()).collect(),
+            parity_in: (0..n).map(|_| ParityDecoder::default()).collect(),
             pool: BufPool::new(config.buf_capacity, POOL_KEEP),
             path_stats: vec![PathStats::default(); n],
             stats: EndpointStats::default(),
@@ -244,6 +260,8 @@ impl Endpoint {
         }
         let n = self.paths.len();
         self.outgoing.resize_with(n, VecDeque::new);
+        self.parity_out.resize_with(n, ParityEncoder::default);
+        self.parity_in.resize_with(n, ParityDecoder::default);
         self.path_stats.resize(n, PathStats::default());
         self.scheduler.resize(n);
         true
@@ -314,7 +332,7 @@ impl Endpoint {
             let trailer = self.data_trailer(now, path, seq, len, delivering, sent);
             self.scheduler.note_sent(path);
             self.sent.record(seq, path, sent_us, buf.packet());
-            self.queue_data(path, &trailer, buf);
+            self.queue_data(now, path, &trailer, buf);
         }
     }
 
@@ -346,6 +364,10 @@ impl Endpoint {
                 }
                 Ok((Kind::Train, _, buf)) => {
                     self.handle_train(now, path, &buf);
+                    self.pool.put(buf);
+                }
+                Ok((Kind::Parity, _, buf)) => {
+                    self.handle_parity(now, path, &buf);
                     self.pool.put(buf);
                 }
                 Err(buf) => self.pool.put(buf),
@@ -382,6 +404,11 @@ impl Endpoint {
         }
         while let Some((path, number, packets)) = self.paths.poll_train(now) {
             self.queue_train(path, number, packets);
+        }
+        for i in 0..self.parity_out.len() {
+            if self.parity_out[i].flush_at().is_some_and(|t| t <= now) {
+                self.queue_parity(now, PathId(i as u8));
+            }
         }
         self.update_hints(now);
         if self.reorder.poll_timeout().is_some_and(|t| t <= now) {
@@ -423,6 +450,10 @@ impl Endpoint {
             self.paths.poll_timeout(),
             self.reorder.poll_timeout(),
             self.delay_line.next_due(),
+            self.parity_out
+                .iter()
+                .filter_map(ParityEncoder::flush_at)
+                .min(),
         ]
         .into_iter()
         .flatten()
@@ -593,6 +624,25 @@ impl Endpoint {
         let skipped = self
             .paths
             .handle_data(now, path, trailer.path_seq, trailer.sent_us, len);
+        if self.parity_in[path.index()].keeping(now) {
+            let mut bytes = [0; TRAILER_LEN];
+            trailer.encode(&mut bytes);
+            self.parity_in[path.index()].keep(now, trailer.path_seq, buf.packet(), &bytes);
+        }
+        self.reorder_data(now, path, trailer, buf, skipped);
+    }
+
+    /// Take a data packet received on `path` (or rebuilt from its parity)
+    /// into the reorder buffer; `skipped` packets sent on the path just
+    /// before it are missing.
+    fn reorder_data(
+        &mut self,
+        now: Instant,
+        path: PathId,
+        trailer: &Trailer,
+        buf: PacketBuf,
+        skipped: u32,
+    ) {
         if let Some(run) = self.peer.as_mut().filter(|run| !run.data_started) {
             run.data_started = true;
             // A new run numbers from 0, and its first packets may arrive in
@@ -655,6 +705,38 @@ impl Endpoint {
                 .handle_train(now, path, &train, buf.packet().len()),
             Err(_) => self.path_stats[path.index()].refused.bad_probe += 1,
         }
+    }
+
+    /// Take half a parity; rebuild the data packet of its run lost on the
+    /// way, if it can be. A rebuilt packet goes to the reorder buffer as a
+    /// repair would; its path still counts it lost, as it was.
+    fn handle_parity(&mut self, now: Instant, path: PathId, buf: &PacketBuf) {
+        let half = match Parity::decode(buf.packet()) {
+            Ok(half) => half,
+            Err(_) => {
+                self.path_stats[path.index()].refused.bad_parity += 1;
+                return;
+            }
+        };
+        self.path_stats[path.index()].rx_parity += 1;
+        self.paths.handle_parity(path, buf.len());
+        let Some(rebuilt) = self.parity_in[path.index()].handle(now, &half) else {
+            return;
+        };
+        let Ok((trailer, body_len)) = Trailer::decode_suffix(&rebuilt) else {
+            return;
+        };
+        let followed = self.peer.is_some_and(|run| run.epoch == trailer.epoch);
+        if trailer.kind != Kind::Data
+            || !followed
+            || ip::packet_len(&rebuilt[..body_len]) != Some(body_len)
+        {
+            return;
+        }
+        self.path_stats[path.index()].rebuilt += 1;
+        let mut data = self.pool.take(0);
+        data.extend_from_slice(&rebuilt[..body_len]);
+        self.reorder_data(now, path, &trailer, data, 0);
     }
 
     /// Take a probe; return whether it was one.
@@ -815,7 +897,7 @@ impl Endpoint {
         };
         let trailer = self.data_trailer(now, path, seq, buf.len(), carrying, sent);
         self.path_stats[path.index()].resent += 1;
-        self.queue_data(path, &trailer, buf);
+        self.queue_data(now, path, &trailer, buf);
     }
 
     /// Account for a data packet numbered `seq` sent on `path` and return
@@ -843,13 +925,32 @@ impl Endpoint {
         }
     }
 
-    /// Queue a data packet with its trailer for `path`.
-    fn queue_data(&mut self, path: PathId, trailer: &Trailer, mut buf: PacketBuf) {
+    /// Queue a data packet with its trailer for `path`, and the parity of
+    /// its run there if it completes one.
+    fn queue_data(&mut self, now: Instant, path: PathId, trailer: &Trailer, mut buf: PacketBuf) {
         let stats = &mut self.path_stats[path.index()];
         stats.tx_packets += 1;
         stats.tx_bytes += buf.len() as u64;
         append_trailer(&mut buf, trailer);
+        let run_done = self.parity_out[path.index()].add(now, trailer.path_seq, buf.packet());
         self.outgoing[path.index()].push_back(buf);
+        if run_done {
+            self.queue_parity(now, path);
+        }
+    }
+
+    /// Queue the parity of the run `path`'s encoder has, in two halves.
+    fn queue_parity(&mut self, now: Instant, path: PathId) {
+        let control = Trailer::control(Kind::Parity, self.epoch, self.paths.usable());
+        for half in 0..2 {
+            let encoder = &mut self.parity_out[path.index()];
+            let mut parity = self.pool.take(0);
+            parity.fill(0, encoder.half_len(), |b| encoder.write_half(half, b));
+            append_trailer(&mut parity, &control);
+            self.paths.charge_parity(now, path, parity.len());
+            self.path_stats[path.index()].tx_parity += 1;
+            self.outgoing[path.index()].push_back(parity);
+        }
     }
 
     /// Ask the peer for the packets the reorder buffer found lost, on the
@@ -883,6 +984,9 @@ impl Endpoint {
             .set_repair_patience(spread.map(|spread| spread + REPAIR_PATIENCE_MARGIN));
         self.reorder
             .set_repair_past_due(repair_past_due(least_round_trip, spread));
+        for (i, encoder) in self.parity_out.iter_mut().enumerate() {
+            encoder.set_run(self.paths.parity_run(PathId(i as u8)));
+        }
     }
 }
 

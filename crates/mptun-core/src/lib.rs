@@ -32,6 +32,7 @@
 pub mod buf;
 pub mod endpoint;
 mod equalize;
+pub mod parity;
 pub mod path;
 pub mod paths;
 pub mod reorder;

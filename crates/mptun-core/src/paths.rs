@@ -17,6 +17,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+use crate::parity;
 use crate::path::delivery::LOSS_MEMORY_PACKETS;
 use crate::path::estimators::under_way_above;
 use crate::path::probing::{PROBE_BUSY, PROBE_IDLE};
@@ -372,6 +373,32 @@ impl PathTable {
             }
         }
         set
+    }
+
+    /// Return how many data packets `path` carries per parity (see
+    /// [`crate::parity`]): `None` while it loses no more than a clean path,
+    /// or before its loss is known.
+    pub fn parity_run(&self, path: PathId) -> Option<u16> {
+        let p = self.get(path)?;
+        if p.delivery.judged_packets() < LOSS_MIN_PACKETS {
+            return None;
+        }
+        parity::run_for_loss(p.delivery.loss(), LOSS_CLEAN)
+    }
+
+    /// Account for a parity half of `len` bytes sent on `path` at `now`.
+    pub fn charge_parity(&mut self, now: Instant, path: PathId, len: usize) {
+        if let Some(p) = self.paths.get_mut(path.index()) {
+            p.add_to_queue(now, len);
+        }
+    }
+
+    /// Count a parity half of `len` bytes received on `path`: in the bytes
+    /// the path delivered, not in its packets, which number only data.
+    pub fn handle_parity(&mut self, path: PathId, len: usize) {
+        if let Some(p) = self.paths.get_mut(path.index()) {
+            p.reception.bytes += len as u64;
+        }
     }
 
     /// Account for data packet `seq` of `len` bytes sent on `path` at

@@ -232,7 +232,7 @@ pub fn render(s: &Status) -> String {
         "Time since the path's state last changed.",
         &path_gauges(&|p| p.since_change_secs),
     );
-    let counters: [(&str, &str, &PathCounter); 21] = [
+    let counters: [(&str, &str, &PathCounter); 24] = [
         (
             "mptun_path_flaps",
             "Times the path stopped carrying data.",
@@ -291,6 +291,21 @@ pub fn render(s: &Status) -> String {
             p.rx_probes
         }),
         ("mptun_path_sent_nacks", "NACKs sent.", &|p| p.tx_nacks),
+        (
+            "mptun_path_sent_parity",
+            "Parity halves sent after runs of data, for a lossy path.",
+            &|p| p.tx_parity,
+        ),
+        (
+            "mptun_path_received_parity",
+            "Parity halves received.",
+            &|p| p.rx_parity,
+        ),
+        (
+            "mptun_path_rebuilt",
+            "Data packets lost on the path and rebuilt from their run's parity.",
+            &|p| p.rebuilt,
+        ),
         ("mptun_path_received_nacks", "NACKs received.", &|p| {
             p.rx_nacks
         }),

@@ -254,6 +254,15 @@ pub struct PathStatus {
     pub rx_probes: u64,
     pub tx_nacks: u64,
     pub rx_nacks: u64,
+    /// Parity halves sent after runs of data on the path, and received.
+    #[serde(default)]
+    pub tx_parity: u64,
+    #[serde(default)]
+    pub rx_parity: u64,
+    /// Data packets the path lost that were rebuilt from their run's
+    /// parity, with no repair.
+    #[serde(default)]
+    pub rebuilt: u64,
     /// Times a probe's echo was overdue enough for new data to avoid the
     /// path, before it would be marked down.
     pub late_echoes: u64,
@@ -710,6 +719,13 @@ pub fn render(s: &Status) -> String {
         );
         if p.resent > 0 {
             let _ = writeln!(o, "  resent: {} packets the peer asked for again", p.resent);
+        }
+        if p.tx_parity + p.rx_parity > 0 {
+            let _ = writeln!(
+                o,
+                "  parity: {} halves received, {} sent; {} lost packets rebuilt",
+                p.rx_parity, p.tx_parity, p.rebuilt
+            );
         }
         if p.late_echoes > 0 {
             let _ = writeln!(

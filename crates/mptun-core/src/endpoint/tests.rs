@@ -691,6 +691,54 @@ fn lose_a_flight_s_last_packet(probes_name_it: bool) -> ReorderStats {
     pair.b.reorder_stats()
 }
 
+/// Send 100 packets from A over a path of `delay_ms` that A measured
+/// losing `loss`, 1 ms apart, the 31st lost on the way; return the pair
+/// once all is delivered.
+fn lose_one_on_a_measured_path(delay_ms: u64, loss: f64) -> Pair {
+    let mut pair = Pair::new(&[delay_ms]);
+    pair.carry_data = true;
+    pair.run(0, 1000);
+    pair.a
+        .paths
+        .path_mut(PathId(0))
+        .delivery
+        .set_loss_over(loss, 5000);
+    // The first send only: a repair has the next number on the path.
+    pair.lose = |t| t.seq == Seq(30) && t.path_seq == Seq(30);
+    for ms in 1000..1100 {
+        pair.send(pair.at(ms), 1000);
+        pair.run(ms, ms + 1);
+    }
+    pair.run(1100, 1300);
+    assert_eq!(pair.delivered.len(), 100, "{:?}", pair.b.reorder_stats());
+    pair
+}
+
+#[test]
+fn a_packet_lost_on_a_lossy_path_is_rebuilt_from_its_run_s_parity() {
+    // 1% lost: a parity after every 19 packets, or 10 ms. The one lost is
+    // rebuilt as its run's parity comes, not a 60 ms round trip later, and
+    // what came behind it waits no longer.
+    let pair = lose_one_on_a_measured_path(30, 0.01);
+    let (a, b) = (pair.a.path_stats(PathId(0)), pair.b.path_stats(PathId(0)));
+    assert_eq!(b.rebuilt, 1);
+    assert_eq!(b.refused, RefusedStats::default());
+    // At a packet a millisecond a run is closed at 10 ms, before its 19:
+    // two halves per 11 packets or so, the repair among them.
+    assert!(a.tx_parity > 0 && a.tx_parity <= 2 * 11, "{a:?}");
+    assert_eq!(a.tx_parity, b.rx_parity);
+    let wait = pair.b.waits().quantile(1.0).expect("something waited");
+    assert!(wait <= 20 * MS, "waited {wait:?}");
+}
+
+#[test]
+fn a_clean_path_carries_no_parity_and_its_losses_are_repaired() {
+    let pair = lose_one_on_a_measured_path(30, 0.0);
+    let (a, b) = (pair.a.path_stats(PathId(0)), pair.b.path_stats(PathId(0)));
+    assert_eq!((a.tx_parity, b.rebuilt), (0, 0));
+    assert_eq!(pair.b.reorder_stats().repairs_requested, 1);
+}
+
 #[test]
 fn a_flight_s_last_packet_lost_is_repaired_in_time_once_its_path_s_probe_names_it() {
     // A TCP flow's first flights come a round trip apart. The loss of a

@@ -256,6 +256,13 @@ impl Delivery {
         self.loss = loss;
     }
 
+    /// Set the loss, as if measured over `packets`.
+    #[cfg(test)]
+    pub fn set_loss_over(&mut self, loss: f64, packets: u64) {
+        self.loss = loss;
+        self.judged_packets = packets;
+    }
+
     /// Forget the peer's last report: it restarted, and its counters start
     /// over.
     pub fn forget_report(&mut self) {

@@ -13,16 +13,20 @@
 //! - [`train`]: padded packets sent back to back, whose spacing gives a
 //!   path's bottleneck rate.
 //! - [`nack`]: a request to resend lost data packets.
+//! - [`parity`]: the XOR of a run of data packets on one path, to rebuild
+//!   one lost without a repair.
 //! - [`ip`]: the little of an inner IP header mptun reads.
 
 pub mod ip;
 pub mod nack;
+pub mod parity;
 pub mod probe;
 pub mod shim;
 pub mod trailer;
 pub mod train;
 
 pub use nack::{Nack, NACK_MAX, NACK_MAX_LEN};
+pub use parity::{Parity, PARITY_HEADER_LEN, PARITY_MAX_COUNT};
 pub use probe::{Probe, PROBE_LEN};
 pub use trailer::{Kind, Trailer, TRAILER_LEN};
 pub use train::Train;

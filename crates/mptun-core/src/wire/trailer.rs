@@ -110,6 +110,11 @@ pub enum Kind {
     /// A packet of a probe train (see [`super::train`]), never delivered to
     /// the TUN device.
     Train = 4,
+    /// Half of the parity of a run of data packets on the path (see
+    /// [`super::parity`]), never delivered to the TUN device. Added without
+    /// a new version: a receiver that does not know it refuses it as it
+    /// would any unknown kind, and only goes without what it repairs.
+    Parity = 5,
 }
 
 /// The decoded trailer of one packet.
@@ -199,6 +204,7 @@ impl Trailer {
             2 => Kind::Probe,
             3 => Kind::Nack,
             4 => Kind::Train,
+            5 => Kind::Parity,
             _ => return Err(WireError::UnknownKind),
         };
         let flags = t[field::FLAGS];
