@@ -1784,21 +1784,36 @@ fn a_lossy_path_whose_repairs_come_too_late_is_set_aside() {
 }
 
 #[test]
-fn a_path_losing_a_few_per_thousand_beyond_repair_is_set_aside() {
+fn a_big_path_losing_a_few_per_thousand_beyond_repair_carries_what_its_parity_rebuilds() {
     // Lab sweep seed 3313, #14: the 227 Mbit/s path loses 0.3% and a
     // repair takes the nearest path's 93 ms round trip against a 26.5 ms
-    // spread. Kept (it was under the 0.5% then needed), it carried 28-48%
-    // of the bytes and its few losses a second, each a congestion signal,
-    // brought CUBIC down from 540 Mbit/s to 44 within 3 s: 82-175 Mbit/s
-    // over 10 s, against 287 for the clean 349 Mbit/s path alone. Set
-    // aside, 254-284.
+    // spread. Kept with every loss left to its repair, it carried 28-48%
+    // of the bytes and its few late repairs a second, each a congestion
+    // signal, brought CUBIC down from 540 Mbit/s to 44 within 3 s: 82-175
+    // Mbit/s over 10 s, against 287 for the clean 349 Mbit/s path alone.
+    // Set aside, 144-254. With a parity after every 32 packets there only
+    // one loss in ten or so is left to a repair, and the path, over a
+    // third of the capacity, is kept: 245-316 in the lab. The simulated
+    // flow, whose RACK window does not widen on D-SACKs as Linux's does,
+    // backs off at more of those late repairs than Linux: it reads the row
+    // below the path set aside, so what is asserted is that the path is
+    // used and the flow does not collapse.
     let paths = [
         spec(349.0, 73.0, 5.0, 0.0),
         spec(6.0, 64.5, 5.0, 0.009),
         spec(227.0, 69.5, 3.0, 0.003),
         spec(18.0, 46.5, 2.5, 0.0),
     ];
-    assert_share_below("few per thousand", &paths, [3141, 3142, 3143], 2, 0.3);
+    for seed in [3141, 3142, 3143] {
+        let r = run("few per thousand", Sim::window(seed, &paths, 10.5));
+        let alone = path_alone_window(seed, paths[0], 10.5, &[], Baseline::WireGuard);
+        let (all, alone) = (r.mbps(0.5, 10.5), alone.mbps(0.5, 10.5));
+        assert!(
+            r.shares[2] > 0.3 && all >= 2.0 / 3.0 * alone,
+            "seed {seed}: {all:.1} Mbit/s, shares {:?}, {alone:.1} over the best alone",
+            r.shares
+        );
+    }
 }
 
 #[test]

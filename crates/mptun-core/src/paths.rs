@@ -62,6 +62,9 @@ pub(crate) const REPAIR_PATIENCE_MARGIN: Duration = Duration::from_millis(5);
 /// because a repair handed out late costs Linux a window cut that it
 /// undoes, from the D-SACK, only a round trip later.
 const REPAIR_PAST_DUE_SHARE: u32 = 4;
+/// Part of the capacity a path whose repairs come too late must have to be
+/// judged by the losses its parities leave (see [`PathTable::judge_loss`]).
+const PARITY_KEEPS_SHARE: f64 = 1.0 / 3.0;
 /// Share of the other usable paths' capacity together below which a
 /// path carries no TCP (see [`PathTable::tcp_paths`]).
 const TCP_SMALL_SHARE: f64 = 0.1;
@@ -386,6 +389,20 @@ impl PathTable {
         parity::run_for_loss(p.delivery.loss(), LOSS_CLEAN)
     }
 
+    /// Return path `i`'s part of the capacity of the paths data may use
+    /// and it, measured or as their trains said.
+    fn capacity_share(&self, i: usize) -> f64 {
+        let capacity = |j: usize| self.paths[j].delivery.capacity_or_trains();
+        let mut usable = self.usable();
+        usable.insert(PathId(i as u8));
+        let total: f64 = usable.iter().map(|id| capacity(id.index())).sum();
+        if total > 0.0 {
+            capacity(i) / total
+        } else {
+            0.0
+        }
+    }
+
     /// Account for a parity half of `len` bytes sent on `path` at `now`.
     pub fn charge_parity(&mut self, now: Instant, path: PathId, len: usize) {
         if let Some(p) = self.paths.get_mut(path.index()) {
@@ -557,10 +574,20 @@ impl PathTable {
     fn judge_loss(&mut self, now: Instant, i: usize) {
         let p = &self.paths[i];
         let (loss, judged) = (p.delivery.loss(), p.delivery.judged_packets());
+        // What is left to the repairs once parities rebuild single losses,
+        // on a path worth that: a loss left over that no repair brings in
+        // time is a congestion signal for a loss-based flow, and a path with
+        // a small part of the capacity is not worth a few a second.
+        let unrebuilt = match self.parity_run(PathId(i as u8)) {
+            Some(run) if self.capacity_share(i) >= PARITY_KEEPS_SHARE => {
+                parity::residual_loss(loss, run)
+            }
+            _ => loss,
+        };
         if p.state() != PathState::Up
             || judged < LOSS_MIN_PACKETS
-            || loss <= LOSS_CLEAN
-            || (loss <= LOSS_BEYOND_REPAIR_SURE && judged < LOSS_FEW_MIN_PACKETS)
+            || unrebuilt <= LOSS_CLEAN
+            || (unrebuilt <= LOSS_BEYOND_REPAIR_SURE && judged < LOSS_FEW_MIN_PACKETS)
         {
             return;
         }
