@@ -1,10 +1,12 @@
 //! Every decoder of bytes that come from a path: the trailer, a probe, a
-//! probe train's packet, a NACK. None may panic; what decodes must encode back to what it was read
+//! probe train's packet, a NACK, a parity half. None may panic; what decodes must encode back to what it was read
 //! from.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mptun_core::wire::{Nack, Probe, Trailer, Train, NACK_MAX_LEN, TRAILER_LEN};
+use mptun_core::wire::{
+    Nack, Parity, Probe, Trailer, Train, NACK_MAX_LEN, PARITY_HEADER_LEN, TRAILER_LEN,
+};
 
 fuzz_target!(|data: &[u8]| {
     if let Ok((trailer, body_len)) = Trailer::decode_suffix(data) {
@@ -22,6 +24,11 @@ fuzz_target!(|data: &[u8]| {
         let mut bytes = vec![0u8; data.len()];
         assert_eq!(train.encode(&mut bytes, data.len()), data.len());
         assert_eq!(Train::decode(&bytes).ok(), Some(train));
+    }
+    if let Ok(half) = Parity::decode(data) {
+        let mut bytes = vec![0u8; PARITY_HEADER_LEN + half.bytes.len()];
+        assert_eq!(half.encode(&mut bytes), bytes.len());
+        assert_eq!(Parity::decode(&bytes).ok(), Some(half));
     }
     if let Ok(nack) = Nack::decode(data) {
         let seqs: Vec<_> = nack.seqs().collect();
