@@ -73,11 +73,6 @@ impl ParityEncoder {
         self.run = run;
     }
 
-    /// Whether parities are being sent.
-    pub fn is_on(&self) -> bool {
-        self.run > 0
-    }
-
     /// Add the `plaintext` (trailer included) of the packet sent as
     /// `path_seq` on the path at `now`; return whether its run is complete,
     /// and its parity to be taken with [`write_half`](Self::write_half)
@@ -165,8 +160,6 @@ pub struct ParityDecoder {
     pending: Option<Pending>,
     /// Copies are kept until then: the peer sent parities lately.
     keep_until: Option<Instant>,
-    /// Packets rebuilt.
-    pub rebuilt: u64,
 }
 
 impl Default for ParityDecoder {
@@ -175,7 +168,6 @@ impl Default for ParityDecoder {
             kept: (0..KEPT).map(|_| None).collect(),
             pending: None,
             keep_until: None,
-            rebuilt: 0,
         }
     }
 }
@@ -272,7 +264,6 @@ impl ParityDecoder {
             return None;
         }
         rebuilt.truncate(len);
-        self.rebuilt += 1;
         Some(rebuilt)
     }
 }
