@@ -45,9 +45,7 @@ const LOSS_SET_ASIDE: f64 = 0.1;
 /// [`LOSS_MIN_PACKETS`]...
 const LOSS_BEYOND_REPAIR_SURE: f64 = 0.005;
 /// ...below it, over as many as the estimate follows: a loss of a few per
-/// thousand is told from a clean path's only over thousands of packets,
-/// and the estimate starts low (a path losing 1.9% read 0.4% after its
-/// first thousand).
+/// thousand is told from a clean path's only over thousands of packets.
 const LOSS_FEW_MIN_PACKETS: u64 = LOSS_MEMORY_PACKETS as u64;
 /// How much longer than the paths' delay spread the packets behind a lost
 /// one wait for its repair, and than a held TCP segment among them is held
@@ -73,8 +71,16 @@ const TCP_SMALL_SHARE: f64 = 0.1;
 const TCP_SPREAD_MEMORY: Duration = Duration::from_secs(2);
 /// Loss below which a path counts as clean.
 pub(crate) const LOSS_CLEAN: f64 = 0.002;
-/// Packets a path must have carried before its loss is judged.
+/// Packets a path must have carried before its loss is judged...
 const LOSS_MIN_PACKETS: u64 = 1000;
+/// ...unless it lost so many of at least this many that a clean path
+/// would hardly ever have: a small path losing 2.6% may take over three
+/// seconds to carry its first thousand, and every loss in them that no
+/// repair brings in time costs a loss-based flow a window cut.
+const LOSS_EARLY_MIN_PACKETS: u64 = 200;
+/// How unlikely the losses must be for a clean path to be judged early.
+/// The test runs at every report, hence the margin.
+const LOSS_EARLY_SIGNIFICANCE: f64 = 1e-4;
 /// Floor of the receiver's adaptive hold time.
 pub(crate) const HOLD_FLOOR: Duration = Duration::from_millis(2);
 /// Margin of the repair time over the fastest path's round trip.
@@ -383,7 +389,7 @@ impl PathTable {
     /// or before its loss is known.
     pub fn parity_run(&self, path: PathId) -> Option<u16> {
         let p = self.get(path)?;
-        if p.delivery.judged_packets() < LOSS_MIN_PACKETS {
+        if !loss_known(p) {
             return None;
         }
         parity::run_for_loss(p.delivery.loss(), LOSS_CLEAN)
@@ -585,7 +591,7 @@ impl PathTable {
             _ => loss,
         };
         if p.state() != PathState::Up
-            || judged < LOSS_MIN_PACKETS
+            || !loss_known(p)
             || unrebuilt <= LOSS_CLEAN
             || (unrebuilt <= LOSS_BEYOND_REPAIR_SURE && judged < LOSS_FEW_MIN_PACKETS)
         {
@@ -972,6 +978,34 @@ fn took_tcp_lately(p: &Path, now: Instant) -> bool {
         .is_some_and(|t| now.saturating_duration_since(t) < TCP_SPREAD_MEMORY)
 }
 
+/// Return whether `p`'s loss is known: judged over enough packets, or over
+/// fewer with more lost than a clean path would lose but rarely.
+fn loss_known(p: &Path) -> bool {
+    let judged = p.delivery.judged_packets();
+    if judged >= LOSS_MIN_PACKETS {
+        return true;
+    }
+    if judged < LOSS_EARLY_MIN_PACKETS {
+        return false;
+    }
+    let lost = (p.delivery.loss() * judged as f64).round();
+    poisson_tail(judged as f64 * LOSS_CLEAN, lost) < LOSS_EARLY_SIGNIFICANCE
+}
+
+/// Return the chance of `k` or more events where `mean` are expected
+/// (Poisson).
+fn poisson_tail(mean: f64, k: f64) -> f64 {
+    let mut term = (-mean).exp();
+    let mut below = 0.0;
+    let mut i = 0.0;
+    while i < k {
+        below += term;
+        i += 1.0;
+        term *= mean / i;
+    }
+    (1.0 - below).max(0.0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1007,5 +1041,32 @@ mod tests {
         assert_eq!(receive(12, 0), 1);
         assert_eq!(missed(&table), 5);
         assert_eq!(table.paths[0].reception.packets, 6);
+    }
+
+    #[test]
+    fn a_path_losing_a_few_percent_is_known_lossy_before_its_thousandth_packet() {
+        let t0 = crate::tests::t0();
+        let mut table = PathTable::new(t0, 1);
+        let known = |table: &mut PathTable, loss: f64, packets: u64| {
+            table.paths[0].delivery.set_loss_over(loss, packets);
+            loss_known(&table.paths[0])
+        };
+        // 2.6%: 8 of 300, where a clean path loses 0.6.
+        assert!(known(&mut table, 8.0 / 300.0, 300));
+        // 2 of 400 is no more than a clean path might lose...
+        assert!(!known(&mut table, 2.0 / 400.0, 400));
+        // ...and 100 packets say nothing yet.
+        assert!(!known(&mut table, 0.1, 100));
+        // A thousand say what they say.
+        assert!(known(&mut table, 0.0, 1000));
+        assert!(known(&mut table, 0.001, 1000));
+    }
+
+    #[test]
+    fn the_poisson_tail_is_the_chance_of_as_many_or_more() {
+        assert_eq!(poisson_tail(0.5, 0.0), 1.0);
+        assert!((poisson_tail(0.5, 1.0) - (1.0 - (-0.5f64).exp())).abs() < 1e-12);
+        // Mean 0.6, 6 or more: 3.9e-5.
+        assert!((poisson_tail(0.6, 6.0) - 3.886e-5).abs() < 1e-8);
     }
 }

@@ -101,6 +101,39 @@ pub(crate) struct LossContext {
     pub settled: bool,
 }
 
+/// A share of packets lost, smoothed over the last few thousand judged.
+#[derive(Clone, Copy, Debug, Default)]
+struct LossEstimate {
+    /// The samples' losses, each weighted by its packets and decayed by
+    /// those after it.
+    weighted: f64,
+    /// The same weights and decay applied to 1: dividing by it keeps the
+    /// first thousand packets from reading low, as an average from zero
+    /// would (a path losing 1.9% read 0.4% after its first thousand).
+    weight: f64,
+    /// Packets judged.
+    packets: u64,
+}
+
+impl LossEstimate {
+    /// Add a sample: `lost` of `expected` packets (`expected` > 0).
+    fn add(&mut self, lost: i64, expected: i64) {
+        let n = expected as f64;
+        let w = n / (n + LOSS_MEMORY_PACKETS);
+        self.weighted = self.weighted * (1.0 - w) + lost as f64 / n * w;
+        self.weight = self.weight * (1.0 - w) + w;
+        self.packets = self.packets.saturating_add(expected.unsigned_abs());
+    }
+
+    fn fraction(&self) -> f64 {
+        if self.weight > 0.0 {
+            self.weighted / self.weight
+        } else {
+            0.0
+        }
+    }
+}
+
 /// Delivery rate and loss of our data on one path, from the peer's reports.
 #[derive(Clone, Debug)]
 pub(crate) struct Delivery {
@@ -116,15 +149,10 @@ pub(crate) struct Delivery {
     /// initial guess, the guess until the path is measured.
     rate_train: Option<f64>,
     last_report: Option<ReceiveReport>,
-    /// Loss of our data, smoothed, as a fraction.
-    loss: f64,
-    /// Packets the loss was judged over.
-    judged_packets: u64,
-    /// Loss of our data over every span, queue overflows included, as a
-    /// fraction, smoothed as `loss`.
-    any_loss: f64,
-    /// Packets `any_loss` was measured over.
-    any_packets: u64,
+    /// Loss of our data, spans with a standing queue left out.
+    loss: LossEstimate,
+    /// Loss of our data over every span, queue overflows included.
+    any_loss: LossEstimate,
     /// Our path sequence number of the last data packet sent into a
     /// standing queue (flagged congested).
     last_congested: Option<Seq>,
@@ -141,10 +169,8 @@ impl Default for Delivery {
             rate_first: None,
             rate_train: None,
             last_report: None,
-            loss: 0.0,
-            judged_packets: 0,
-            any_loss: 0.0,
-            any_packets: 0,
+            loss: LossEstimate::default(),
+            any_loss: LossEstimate::default(),
             last_congested: None,
             resumed_at: None,
         }
@@ -216,12 +242,12 @@ impl Delivery {
 
     /// Return the loss of our data, smoothed, as a fraction.
     pub fn loss(&self) -> f64 {
-        self.loss
+        self.loss.fraction()
     }
 
     /// Return how many packets the loss was judged over.
     pub fn judged_packets(&self) -> u64 {
-        self.judged_packets
+        self.loss.packets
     }
 
     /// Return the loss over every span, overflows of a queue included, and
@@ -229,7 +255,7 @@ impl Delivery {
     /// standing queue throughout is never judged, but one that loses
     /// little even so is clean.
     pub fn any_loss(&self) -> (f64, u64) {
-        (self.any_loss, self.any_packets)
+        (self.any_loss.fraction(), self.any_loss.packets)
     }
 
     /// Note that the packet numbered `path_seq` on the path was sent into a
@@ -246,21 +272,24 @@ impl Delivery {
     /// Forget the loss: the path, set aside for it, is given another
     /// chance.
     pub fn forget_loss(&mut self) {
-        self.loss = 0.0;
-        self.judged_packets = 0;
+        self.loss = LossEstimate::default();
     }
 
     /// Set the loss, as if measured.
     #[cfg(test)]
     pub fn set_loss(&mut self, loss: f64) {
-        self.loss = loss;
+        let packets = self.loss.packets;
+        self.set_loss_over(loss, packets);
     }
 
     /// Set the loss, as if measured over `packets`.
     #[cfg(test)]
     pub fn set_loss_over(&mut self, loss: f64, packets: u64) {
-        self.loss = loss;
-        self.judged_packets = packets;
+        self.loss = LossEstimate {
+            weighted: loss,
+            weight: 1.0,
+            packets,
+        };
     }
 
     /// Forget the peer's last report: it restarted, and its counters start
@@ -392,10 +421,8 @@ impl Delivery {
         }
         let lost = expected.saturating_sub(got).max(0);
         let fraction = lost as f64 / expected as f64;
-        let w = expected as f64 / (expected as f64 + LOSS_MEMORY_PACKETS);
         if context.settled {
-            self.any_loss = self.any_loss * (1.0 - w) + fraction * w;
-            self.any_packets = self.any_packets.saturating_add(expected as u64);
+            self.any_loss.add(lost, expected);
         }
         if !context.congested && !sent_into_queue && context.settled {
             // What the peer saw dropped at a full queue is congestion, not
@@ -405,12 +432,11 @@ impl Delivery {
                 .saturating_sub(last.rx_missed_at_queue);
             let at_queue = i64::try_from(at_queue).unwrap_or(i64::MAX);
             let path_lost = lost.saturating_sub(at_queue).max(0);
-            self.loss = self.loss * (1.0 - w) + path_lost as f64 / expected as f64 * w;
-            self.judged_packets += expected as u64;
+            self.loss.add(path_lost, expected);
             return false;
         }
         let lost = lost as f64;
-        sent_into_queue && lost >= 2.0 && fraction > 2.0 * self.loss + OVERFLOW_LOSS_MARGIN
+        sent_into_queue && lost >= 2.0 && fraction > 2.0 * self.loss() + OVERFLOW_LOSS_MARGIN
     }
 }
 
@@ -512,6 +538,30 @@ mod tests {
         // A peer that says more dropped at a queue than went missing
         // leaves no loss, not a negative one.
         assert_eq!(judge(80), 0.0);
+    }
+
+    #[test]
+    fn a_path_s_first_packets_read_the_loss_they_met() {
+        // Three spans of 100 packets, 3 missing from each: 3%, not the
+        // 0.4% an average started from zero would read.
+        let start = crate::tests::t0();
+        let mut d = Delivery::default();
+        for i in 0..4u64 {
+            let probe = Probe {
+                sent_us: i * 100_000,
+                rx_packets: i * 97,
+                rx_bytes: i * 97 * 1000,
+                rx_highest_path_seq: Seq((i * 100) as u32),
+                ..Probe::default()
+            };
+            let now = start + Duration::from_millis(i * 100);
+            d.handle_report(now, &probe, 0.0, Some(0.0), SETTLED);
+        }
+        assert_eq!(d.judged_packets(), 300);
+        assert!((d.loss() - 0.03).abs() < 1e-9, "loss {}", d.loss());
+        let (any_loss, any_packets) = d.any_loss();
+        assert_eq!(any_packets, 300);
+        assert!((any_loss - 0.03).abs() < 1e-9, "loss {any_loss}");
     }
 
     #[test]
