@@ -641,6 +641,8 @@ struct Report {
     /// Per path, when A first set it aside for its loss, counted from the
     /// flow's start.
     set_aside_after: Vec<Option<Duration>>,
+    /// Times either site marked a path down.
+    downs: u32,
     /// Packets A resent on B's request.
     resent: u64,
     /// Each path's share of A's packets.
@@ -941,6 +943,9 @@ impl Sim {
                 transmit(now, false, &mut b.endpoint, &mut to_a, &mut wire, &mut out);
             }
             while let Some(e) = a.endpoint.poll_event() {
+                if matches!(e.change, PathChange::Down { .. }) {
+                    report.downs += 1;
+                }
                 if matches!(e.change, PathChange::SetAside { .. }) {
                     let at = &mut report.set_aside_after[e.path.index()];
                     at.get_or_insert(now.saturating_duration_since(data_from));
@@ -954,6 +959,9 @@ impl Sim {
                 }
             }
             while let Some(e) = b.endpoint.poll_event() {
+                if matches!(e.change, PathChange::Down { .. }) {
+                    report.downs += 1;
+                }
                 if trace {
                     eprintln!("  {:?} at B: {e:?}", now - t0);
                 }
@@ -1790,6 +1798,31 @@ fn a_lossy_path_whose_repairs_come_too_late_is_set_aside() {
         spec(138.0, 46.5, 4.0, 0.0),
     ];
     assert_share_below("far big lossy", &paths, [3001, 3002, 3003], 0, 0.3);
+}
+
+#[test]
+fn an_idle_path_losing_a_few_percent_is_not_taken_for_dead() {
+    // Lab sweep seed 1201, #20: a 252 Mbit/s path losing 2.4%, set aside,
+    // was logged down and up again at both sites several times a run. An
+    // idle path is probed ten times a second each way, and a probe and
+    // the next echo lost in a row, a few times a minute at 3% each way,
+    // went over the 290 ms of silence allowed: 23 downs in these four
+    // minutes. Now three in a row are needed, a few times an hour.
+    let paths = [spec(100.0, 10.0, 0.0, 0.0), spec(100.0, 50.0, 4.0, 0.03)];
+    let mut downs = 0;
+    for seed in 3191..=3194 {
+        let r = run("idle lossy", Sim::new(seed, &paths, 0.01, 60.0));
+        eprintln!("seed {seed}: {} downs", r.downs);
+        downs += r.downs;
+    }
+    // Each site's, for the four minutes.
+    assert!(downs <= 4, "{downs} downs");
+    // Cut, it is still down within a probe interval more than a busy or
+    // clean path.
+    let mut sim = Sim::new(3195, &paths, 0.01, 40.0);
+    sim.changes = vec![(30.0, Change::Cut(1))];
+    let down = run("idle lossy cut", sim).down_after;
+    assert!(down.is_some_and(|t| t <= 400 * MS), "down after {down:?}");
 }
 
 #[test]

@@ -31,6 +31,7 @@ use queue::QueueModel;
 use queue_limit::QueueLimit;
 use train::{OurTrains, PeerTrains};
 
+use crate::paths::LOSS_CLEAN;
 use crate::seq::Seq;
 use crate::wire::Probe;
 
@@ -90,9 +91,14 @@ pub(crate) fn base_min(paths: &[Path]) -> Option<i64> {
 
 /// Shortest silence (no new echo) after which a path is down.
 pub const DOWN_AFTER_MIN: Duration = Duration::from_millis(120);
-/// Longest: a path that was echoed and dies is down within this, whatever
-/// its RTT.
+/// Longest: a path that was echoed and dies is down within this,
+/// whatever its RTT...
 pub const DOWN_AFTER_MAX: Duration = Duration::from_millis(290);
+/// ...or, idle and losing probes, within this.
+pub const DOWN_AFTER_MAX_LOSSY_IDLE: Duration = DOWN_AFTER_MAX.saturating_add(PROBE_IDLE);
+/// How long a path that lost one of the peer's probes counts as losing
+/// them.
+const PROBES_LOST_MEMORY: Duration = Duration::from_secs(30);
 /// Longest a path whose session just came up may wait for its first echo
 /// before it is down: its round trip is not measured yet, so as long as
 /// the longest silence allowed, and the peer, which has not heard from us
@@ -428,12 +434,32 @@ impl Path {
     /// two fresh echoes pass up to one of our intervals and one of its (when
     /// its probe leaves just before ours arrives), plus the round trip and
     /// its variation. We probe faster while `busy`.
-    fn down_after(&self, busy: bool) -> Duration {
+    ///
+    /// An idle path that loses probes (see [`Self::loses_probes`]) is
+    /// allowed one interval more: probed ten times a second each way, it
+    /// loses a probe and the next echo in a row every ten seconds or so
+    /// at 3% each way, and would be taken for dead that often.
+    fn down_after(&self, busy: bool, loses_probes: bool) -> Duration {
         let ours = if busy { PROBE_BUSY } else { PROBE_IDLE };
         let theirs = self.peer_probes.interval();
+        let (one_lost, max) = if !busy && loses_probes {
+            (ours.max(theirs), DOWN_AFTER_MAX_LOSSY_IDLE)
+        } else {
+            (Duration::ZERO, DOWN_AFTER_MAX)
+        };
         let rtt = 2.0 * self.rtt.srtt_us().unwrap_or(0.0) + 4.0 * self.rtt.rttvar_us();
-        (ours + theirs + Duration::from_millis(20) + Duration::from_micros(rtt as u64))
-            .clamp(DOWN_AFTER_MIN, DOWN_AFTER_MAX)
+        (ours + theirs + one_lost + Duration::from_millis(20) + Duration::from_micros(rtt as u64))
+            .clamp(DOWN_AFTER_MIN, max)
+    }
+
+    /// Whether the path lost probes lately, as of `at`: one of the peer's
+    /// went missing in the last [`PROBES_LOST_MEMORY`], or our data is
+    /// lost there more than on a clean path.
+    fn loses_probes(&self, at: Instant) -> bool {
+        self.peer_probes
+            .missing_at()
+            .is_some_and(|t| at.saturating_duration_since(t) < PROBES_LOST_MEMORY)
+            || self.delivery.loss() > LOSS_CLEAN
     }
 
     /// When the path is down unless a new echo comes: [`down_after`] the
@@ -451,8 +477,9 @@ impl Path {
         };
         // A path that just became busy was probed at the idle pace until
         // then: the echo of its first fast probe is what it waits for.
-        let as_idle = since + self.down_after(false);
-        let as_busy = since.max(self.busy_since.unwrap_or(since)) + self.down_after(true);
+        let lossy = self.loses_probes(since);
+        let as_idle = since + self.down_after(false, lossy);
+        let as_busy = since.max(self.busy_since.unwrap_or(since)) + self.down_after(true, lossy);
         let busy_then = self
             .last_data_sent
             .is_some_and(|t| t + BUSY_WINDOW > as_busy);
@@ -468,7 +495,7 @@ impl Path {
         let peer_probes_lost = self.peer_probes.last_at().is_none_or(|t| t <= since);
         Some(match self.last_data_received {
             Some(data) if peer_probes_lost && data > since => {
-                let data_silent_until = data + self.down_after(true);
+                let data_silent_until = data + self.down_after(true, lossy);
                 silent_until.max(data_silent_until.min(since + PEER_PROBES_LOST_MAX))
             }
             _ => silent_until,

@@ -184,6 +184,8 @@ pub(crate) struct PeerProbes {
     last_at: Option<Instant>,
     /// How often they arrive (smoothed).
     interval: Option<Duration>,
+    /// When one arrived with the one before it missing.
+    missing_at: Option<Instant>,
     /// The peer's one-way delay towards us.
     pub owd_in: DelayTracker,
 }
@@ -194,6 +196,7 @@ impl Default for PeerProbes {
             last: None,
             last_at: None,
             interval: None,
+            missing_at: None,
             owd_in: DelayTracker::new(BASE_DELAY_WINDOW),
         }
     }
@@ -209,6 +212,12 @@ impl PeerProbes {
             .is_some_and(|old| !newer(probe.number, old.number))
         {
             return false;
+        }
+        if self
+            .last
+            .is_some_and(|old| probe.number != old.number.wrapping_add(1))
+        {
+            self.missing_at = Some(now);
         }
         self.last = Some(PeerProbe {
             number: probe.number,
@@ -248,6 +257,12 @@ impl PeerProbes {
     /// Return when the last probe came.
     pub fn last_at(&self) -> Option<Instant> {
         self.last_at
+    }
+
+    /// Return when one came with the one before it missing (lost, or
+    /// still on the way).
+    pub fn missing_at(&self) -> Option<Instant> {
+        self.missing_at
     }
 
     /// Return how often the peer probes, capped at the idle interval (it
