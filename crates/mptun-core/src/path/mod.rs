@@ -95,7 +95,7 @@ pub const DOWN_AFTER_MIN: Duration = Duration::from_millis(120);
 /// whatever its RTT...
 pub const DOWN_AFTER_MAX: Duration = Duration::from_millis(290);
 /// ...or, idle and losing probes, within this.
-pub const DOWN_AFTER_MAX_LOSSY_IDLE: Duration = DOWN_AFTER_MAX.saturating_add(PROBE_IDLE);
+const DOWN_AFTER_MAX_LOSSY_IDLE: Duration = DOWN_AFTER_MAX.saturating_add(PROBE_IDLE);
 /// How long a path that lost one of the peer's probes counts as losing
 /// them.
 const PROBES_LOST_MEMORY: Duration = Duration::from_secs(30);
