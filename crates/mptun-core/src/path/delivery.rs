@@ -511,6 +511,31 @@ mod tests {
         assert!((capacity - 20e6).abs() < 1.0, "capacity {capacity}");
     }
 
+    /// What the peer reports of each 100 ms span: its highest path
+    /// sequence number moved on by `sent`, `got` of them arrived, and it
+    /// saw `missed_at_queue` of the missing dropped at a full queue.
+    #[derive(Clone, Copy)]
+    struct Span {
+        sent: u64,
+        got: u64,
+        missed_at_queue: u64,
+    }
+
+    /// Feed `d` the peer's report at the end of span `i`, the echoes
+    /// having met `queued_us` of queue.
+    fn report_span(d: &mut Delivery, start: Instant, i: u64, span: Span, queued_us: f64) {
+        let probe = Probe {
+            sent_us: i * 100_000,
+            rx_packets: i * span.got,
+            rx_bytes: i * span.got * 1000,
+            rx_highest_path_seq: Seq((i * span.sent) as u32),
+            rx_missed_at_queue: i * span.missed_at_queue,
+            ..Probe::default()
+        };
+        let now = start + Duration::from_millis(i * 100);
+        d.handle_report(now, &probe, queued_us, Some(0.0), SETTLED);
+    }
+
     #[test]
     fn what_the_peer_saw_dropped_at_a_full_queue_is_not_the_path_s_loss() {
         let start = crate::tests::t0();
@@ -519,17 +544,13 @@ mod tests {
         // packet that met a queue.
         let judge = |missed_at_queue_per_span: u64| {
             let mut d = Delivery::default();
+            let span = Span {
+                sent: 1000,
+                got: 950,
+                missed_at_queue: missed_at_queue_per_span,
+            };
             for i in 0..20u64 {
-                let probe = Probe {
-                    sent_us: i * 100_000,
-                    rx_packets: i * 950,
-                    rx_bytes: i * 950 * 1000,
-                    rx_highest_path_seq: Seq((i * 1000) as u32),
-                    rx_missed_at_queue: i * missed_at_queue_per_span,
-                    ..Probe::default()
-                };
-                let now = start + Duration::from_millis(i * 100);
-                d.handle_report(now, &probe, 0.0, Some(0.0), SETTLED);
+                report_span(&mut d, start, i, span, 0.0);
             }
             d.loss()
         };
@@ -546,16 +567,13 @@ mod tests {
         // 0.4% an average started from zero would read.
         let start = crate::tests::t0();
         let mut d = Delivery::default();
+        let span = Span {
+            sent: 100,
+            got: 97,
+            missed_at_queue: 0,
+        };
         for i in 0..4u64 {
-            let probe = Probe {
-                sent_us: i * 100_000,
-                rx_packets: i * 97,
-                rx_bytes: i * 97 * 1000,
-                rx_highest_path_seq: Seq((i * 100) as u32),
-                ..Probe::default()
-            };
-            let now = start + Duration::from_millis(i * 100);
-            d.handle_report(now, &probe, 0.0, Some(0.0), SETTLED);
+            report_span(&mut d, start, i, span, 0.0);
         }
         assert_eq!(d.judged_packets(), 300);
         assert!((d.loss() - 0.03).abs() < 1e-9, "loss {}", d.loss());
@@ -570,17 +588,14 @@ mod tests {
         // Every span has a packet sent into a standing queue, so none is
         // judged; 1 in 1000 packets goes missing.
         let mut d = Delivery::default();
+        let span = Span {
+            sent: 1000,
+            got: 999,
+            missed_at_queue: 0,
+        };
         for i in 0..20u64 {
             d.sent_congested(Seq((i * 1000 + 500) as u32));
-            let probe = Probe {
-                sent_us: i * 100_000,
-                rx_packets: i * 999,
-                rx_bytes: i * 999 * 1000,
-                rx_highest_path_seq: Seq((i * 1000) as u32),
-                ..Probe::default()
-            };
-            let now = start + Duration::from_millis(i * 100);
-            d.handle_report(now, &probe, 20_000.0, Some(0.0), SETTLED);
+            report_span(&mut d, start, i, span, 20_000.0);
         }
         assert_eq!(d.judged_packets(), 0);
         let (loss, packets) = d.any_loss();
