@@ -114,6 +114,10 @@ pub(crate) struct PathTable {
     /// spread paths, see [`tcp_and_spread_paths`](Self::tcp_and_spread_paths));
     /// none until a probe says.
     peer_spread_paths: PathSet,
+    /// When the peer sent the probe that said so, on its clock: a probe
+    /// it sent before that and that arrives after, on a farther path, says
+    /// what it did before.
+    peer_spread_sent_us: Option<u64>,
 }
 
 impl PathTable {
@@ -124,6 +128,7 @@ impl PathTable {
             paths: (0..count).map(|_| Path::default()).collect(),
             events: VecDeque::new(),
             peer_spread_paths: PathSet::default(),
+            peer_spread_sent_us: None,
         }
     }
 
@@ -532,6 +537,8 @@ impl PathTable {
         for p in &mut self.paths {
             p.forget_peer();
         }
+        // Its clock started over.
+        self.peer_spread_sent_us = None;
     }
 
     /// Take in a probe the peer sent on `path`.
@@ -550,7 +557,17 @@ impl PathTable {
         let Some((fresh_echo, echoed_sent_at)) = p.handle_probe(now, now_us, probe) else {
             return; // reordered or replayed: nothing new
         };
-        self.peer_spread_paths = peer_spread_paths;
+        // The newest says: were the latest to arrive taken, the hold would
+        // swing back and forth for a far path's delay after each change,
+        // and a TCP flow's round trip with it, which HyStart reads as a
+        // full pipe.
+        if self
+            .peer_spread_sent_us
+            .is_none_or(|newest| probe.sent_us >= newest)
+        {
+            self.peer_spread_sent_us = Some(probe.sent_us);
+            self.peer_spread_paths = peer_spread_paths;
+        }
         // A path that was down is back only when a probe sent since then
         // is echoed: the peer's first probe after an outage echoes the last
         // one it had before, which proves only the peer's direction works.
@@ -1041,6 +1058,39 @@ mod tests {
         assert_eq!(receive(12, 0), 1);
         assert_eq!(missed(&table), 5);
         assert_eq!(table.paths[0].reception.packets, 6);
+    }
+
+    #[test]
+    fn the_newest_probe_says_which_paths_tcp_is_held_to() {
+        let t0 = crate::tests::t0();
+        let mut table = PathTable::new(t0, 2);
+        let probe = |sent_ms: u64| Probe {
+            number: 1 + sent_ms as u32,
+            sent_us: sent_ms * 1000,
+            ..Probe::default()
+        };
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        // Sent at 10 ms on the near path: TCP held to path 0 alone. One
+        // sent at 5 ms on the far path, before the peer's TCP left it,
+        // arrives later still and is not news.
+        table.handle_probe(at(15), PathId(0), &probe(10), PathSet(1));
+        table.handle_probe(at(65), PathId(1), &probe(5), PathSet(3));
+        assert_eq!(table.peer_spread_paths, PathSet(1));
+        // A newer one is, on any path.
+        table.handle_probe(at(80), PathId(1), &probe(20), PathSet(3));
+        assert_eq!(table.peer_spread_paths, PathSet(3));
+        // A restarted peer's clock starts over.
+        table.forget_peer();
+        table.handle_probe(
+            at(90),
+            PathId(0),
+            &Probe {
+                number: 1,
+                ..probe(1)
+            },
+            PathSet(1),
+        );
+        assert_eq!(table.peer_spread_paths, PathSet(1));
     }
 
     #[test]
