@@ -1013,7 +1013,7 @@ fn run(name: &str, sim: Sim) -> Report {
     let seed = sim.seed;
     let report = sim.run();
     eprintln!(
-        "{name} (seed {seed}): {:.2}% delivered ({:.2}% back), shares {:?}, repaired {} of {} asked ({} late, {} resent), skipped {} lost / {} timeout, hold p99 {:?}, down after {:?}",
+        "{name} (seed {seed}): {:.2}% delivered ({:.2}% back), shares {:?}, repaired {} of {} asked ({} late, {} resent), skipped {} lost / {} timeout, hold p99 {:?}, down after {:?}, {} downs",
         100.0 * report.fraction(),
         100.0 * report.delivered_back as f64 / report.offered_back.max(1) as f64,
         report.shares.iter().map(|s| (s * 100.0).round()).collect::<Vec<_>>(),
@@ -1024,7 +1024,8 @@ fn run(name: &str, sim: Sim) -> Report {
         report.stats.skipped_loss,
         report.stats.skipped_timeout,
         report.hold_p99,
-        report.down_after
+        report.down_after,
+        report.downs
     );
     report
 }
@@ -1867,6 +1868,39 @@ fn a_path_losing_a_few_percent_beyond_repair_is_set_aside_within_its_first_few_h
         goodput >= 0.8 * alone,
         "{goodput:.1} Mbit/s on average, {alone:.1} over the best alone"
     );
+}
+
+#[test]
+fn a_near_lossy_path_whose_repairs_come_within_the_reordering_window_is_kept() {
+    // Lab sweep seed 2929, #22, without its far 69 Mbit/s path: 191 Mbit/s
+    // 3 ms away losing 2.4%, beside three small clean paths. TCP takes the
+    // near path alone, so a repair comes a round trip (6 ms) after the
+    // packets behind its loss were handed out: late by less than a quarter
+    // of the flow's round trip, which RACK takes for reordering. The path
+    // was set aside all the same (in 5 of these 6 seeds, 3.4-5.6 s in), as
+    // if each loss reached the flow, which was left the small paths: 117
+    // Mbit/s on average, 158 kept. In the lab, a BBR flow on #22 itself fell
+    // to 20 Mbit/s when the path was set aside.
+    let paths = [
+        spec(10.0, 12.5, 0.0, 0.0),
+        spec(20.0, 69.0, 1.5, 0.0),
+        spec(23.0, 17.5, 0.0, 0.0),
+        spec(191.0, 3.0, 0.0, 0.024),
+    ];
+    let mut goodput = 0.0;
+    for seed in 3201..=3206 {
+        let r = run("near lossy", Sim::window(seed, &paths, 8.0));
+        let aside = r.set_aside_after[3];
+        eprintln!(
+            "seed {seed}: set aside after {aside:?}, {:.1} Mbit/s",
+            r.mbps(0.5, 8.0)
+        );
+        assert_eq!(aside, None, "seed {seed}");
+        goodput += r.mbps(0.5, 8.0) / 6.0;
+    }
+    // What the repairs leave the path: about 1 - 2p of its rate, less the
+    // tunnel's overhead and the flow's own losses at its queue.
+    assert!(goodput >= 0.75 * 191.0, "{goodput:.1} Mbit/s on average");
 }
 
 #[test]

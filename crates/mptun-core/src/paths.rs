@@ -905,6 +905,9 @@ impl PathTable {
     /// which may be on the nearest path; the repair is asked for once the
     /// loss shows, as path `i`'s next packet arrives, its base delay above
     /// the nearest path's, and takes at least the least round trip more.
+    /// Or so soon after they were handed out that the flow takes it for
+    /// reordering: a loss on the nearest path, where TCP takes no farther
+    /// one, is repaired a round trip after it showed, past a spread of 0.
     /// Where nothing is measured yet, it can.
     fn repairs_in_time(&self, now: Instant, i: usize) -> bool {
         let Some(round_trip) = self.least_round_trip() else {
@@ -918,9 +921,30 @@ impl PathTable {
             .filter(|p| took_tcp_lately(p, now))
             .map(|p| p.base_above(base_min))
             .fold(0.0, f64::max);
-        let shows_us = self.paths[i].base_above(base_min);
-        round_trip + Duration::from_micros(shows_us as u64)
-            <= Duration::from_micros(spread_us as u64) + REPAIR_PATIENCE_MARGIN
+        let spread = Duration::from_micros(spread_us as u64);
+        let shows = Duration::from_micros(self.paths[i].base_above(base_min) as u64);
+        if round_trip + shows <= spread + REPAIR_PATIENCE_MARGIN {
+            return true;
+        }
+        // Late by less than a quarter of the flow's least round trip, a
+        // repair reaches it within RACK's reordering window: taken for
+        // reordering, not loss. Queues delay the repair and the packets
+        // behind the loss alike, so the base round trip counts.
+        let Some(base) = self.least_base_round_trip() else {
+            return false;
+        };
+        base + shows <= spread + REPAIR_PATIENCE_MARGIN + (base + spread) / 4
+    }
+
+    /// Return the least base round trip (see [`Path::base_rtt`]) among the
+    /// paths that are up, if one is measured.
+    fn least_base_round_trip(&self) -> Option<Duration> {
+        self.paths
+            .iter()
+            .filter(|p| p.state() == PathState::Up)
+            .filter_map(|p| p.base_rtt.min())
+            .min()
+            .map(|us| Duration::from_micros(us.max(0) as u64))
     }
 
     /// Return the paths to send a NACK on: the two with the shortest round

@@ -254,6 +254,8 @@ pub(crate) struct Path {
     pub peer_trains: PeerTrains,
     /// Round trips, from our probes' echoes.
     pub rtt: RttEstimator,
+    /// The least of those lately: the round trip without a queue.
+    pub base_rtt: DelayTracker,
     /// Our one-way delay, from the echoes (relative to an unknown clock
     /// offset, the same on every path).
     pub owd_out: DelayTracker,
@@ -287,6 +289,7 @@ impl Default for Path {
             trains: OurTrains::default(),
             peer_trains: PeerTrains::default(),
             rtt: RttEstimator::default(),
+            base_rtt: DelayTracker::new(BASE_DELAY_WINDOW),
             owd_out: DelayTracker::new(BASE_DELAY_WINDOW),
             idle_jitter: StepJitter::default(),
             delivery: Delivery::default(),
@@ -538,6 +541,8 @@ impl Path {
                 .saturating_sub(probe.echo_sent_us)
                 .saturating_sub(waited);
             self.rtt.update(rtt as f64);
+            self.base_rtt
+                .update(now, i64::try_from(rtt).unwrap_or(i64::MAX));
             let owd = offset_us(probe.echo_arrived_us, probe.echo_sent_us);
             self.owd_out.update(now, owd);
             let behind_train = echoed_sent_at.is_some_and(|at| self.trains.may_have_delayed(at));
