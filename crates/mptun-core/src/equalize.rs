@@ -13,7 +13,7 @@
 //! farthest path the peer sends TCP on (see
 //! [`crate::paths::PathTable::equalized_due`]): the flow sees that one
 //! round trip from its handshake on (BBR starts from the handshake's). The
-//! peer's probes say which paths those are; a path too small for TCP
+//! peer's newest probe says which paths those are; a path too small for TCP
 //! leaves them only once TCP kept off it a while (see
 //! [`crate::paths::PathTable::tcp_and_spread_paths`]).
 //! Bare ACKs and other protocols are not held: no round trip is timed from
