@@ -69,6 +69,10 @@ const TCP_SMALL_SHARE: f64 = 0.1;
 /// How long a path TCP kept off still counts for how long the peer holds
 /// TCP segments (see [`PathTable::tcp_and_spread_paths`]).
 const TCP_SPREAD_MEMORY: Duration = Duration::from_secs(2);
+/// How much more than the share that keeps a path among TCP's a path must
+/// have to join them where it raises how long TCP is held (see
+/// [`PathTable::tcp_paths`]).
+const TCP_JOIN_MARGIN: f64 = 1.3;
 /// Loss below which a path counts as clean.
 pub(crate) const LOSS_CLEAN: f64 = 0.002;
 /// Packets a path must have carried before its loss is judged...
@@ -277,7 +281,15 @@ impl PathTable {
     /// Not in proportion: a bulk flow's window grows to fill the longer
     /// pipe and what it loses is the time to get there, which is what
     /// keeps a far big path worth its delay.
-    pub fn tcp_paths(&self, usable: PathSet) -> PathSet {
+    ///
+    /// At `now`, a path that would raise how long TCP is held (beyond the
+    /// paths TCP took lately) needs [`TCP_JOIN_MARGIN`] times that share
+    /// to join: joining mid-flow raises the round trip at once under a
+    /// window sized for the shorter one, which CUBIC past slow start grows
+    /// back slowly and BBR not until its least round trip expires, so a
+    /// path near the limit, admitted and dropped as the near path's queue
+    /// moves the round trip, costs more than it adds.
+    pub fn tcp_paths(&self, now: Instant, usable: PathSet) -> PathSet {
         let delivery = |id: PathId| &self.paths[id.index()].delivery;
         let credit = |id: PathId| delivery(id).capacity_or_trains();
         let total: f64 = usable.iter().map(credit).sum();
@@ -298,6 +310,7 @@ impl PathTable {
         let least_us = least.as_micros() as f64;
         let base_min = base_min(&self.paths);
         let above = |id: PathId| self.paths[id.index()].base_above(base_min);
+        let held_us = self.tcp_spread_us(now);
         let mut set = PathSet::default();
         for id in big.iter() {
             let others_above = big
@@ -309,7 +322,10 @@ impl PathTable {
             // as the farthest path it takes needs above the nearest.
             let rise = (least_us + above(id)) / (least_us + others_above).max(1.0);
             let (own, others) = carries(id);
-            if own >= TCP_SMALL_SHARE * rise.max(1.0).sqrt() * others {
+            // By more than a millisecond.
+            let raises_hold = above(id) > held_us + 1000.0;
+            let joins = if raises_hold { TCP_JOIN_MARGIN } else { 1.0 };
+            if own >= joins * TCP_SMALL_SHARE * rise.max(1.0).sqrt() * others {
                 set.insert(id);
             }
         }
@@ -328,7 +344,7 @@ impl PathTable {
     /// leaves the hold only once TCP kept off it a while, and a path whose
     /// measured capacity wavers about the limit stays in it.
     pub fn tcp_and_spread_paths(&mut self, now: Instant, usable: PathSet) -> (PathSet, PathSet) {
-        let tcp = self.tcp_paths(usable);
+        let tcp = self.tcp_paths(now, usable);
         let mut spread = PathSet::default();
         for id in usable.iter() {
             let p = &mut self.paths[id.index()];
@@ -914,14 +930,7 @@ impl PathTable {
             return true;
         };
         let base_min = base_min(&self.paths);
-        let spread_us = self
-            .paths
-            .iter()
-            .filter(|p| p.state() == PathState::Up)
-            .filter(|p| took_tcp_lately(p, now))
-            .map(|p| p.base_above(base_min))
-            .fold(0.0, f64::max);
-        let spread = Duration::from_micros(spread_us as u64);
+        let spread = Duration::from_micros(self.tcp_spread_us(now) as u64);
         let shows = Duration::from_micros(self.paths[i].base_above(base_min) as u64);
         if round_trip + shows <= spread + REPAIR_PATIENCE_MARGIN {
             return true;
@@ -934,6 +943,19 @@ impl PathTable {
             return false;
         };
         base + shows <= spread + REPAIR_PATIENCE_MARGIN + (base + spread) / 4
+    }
+
+    /// Return how much farther than the nearest path, one way, the farthest
+    /// path that is up and TCP took lately is (µs): how long the peer holds
+    /// a TCP segment that came the nearest way, the TCP paths' spread.
+    fn tcp_spread_us(&self, now: Instant) -> f64 {
+        let base_min = base_min(&self.paths);
+        self.paths
+            .iter()
+            .filter(|p| p.state() == PathState::Up)
+            .filter(|p| took_tcp_lately(p, now))
+            .map(|p| p.base_above(base_min))
+            .fold(0.0, f64::max)
     }
 
     /// Return the least base round trip (see [`Path::base_rtt`]) among the

@@ -1404,7 +1404,7 @@ fn tcp_keeps_off_a_path_too_small_to_be_worth_it() {
         .delivery
         .set_train_rate(Some(1.25e6));
     let usable = pair.a.paths.usable();
-    assert!(pair.a.paths.tcp_paths(usable).contains(PathId(0)));
+    assert!(pair.a.paths.tcp_paths(now, usable).contains(PathId(0)));
 }
 
 #[test]
@@ -1503,6 +1503,49 @@ fn tcp_keeps_off_a_far_small_path_that_would_raise_its_round_trip_for_little() {
         .delivery
         .set_train_rate(Some(5e6));
     assert!(far_share(&mut pair, 2700) > 0);
+}
+
+#[test]
+fn a_far_path_joins_tcp_only_with_a_margin_over_what_keeps_it_there() {
+    // Lab sweep seed 2929, #22: 69 Mbit/s 67 ms beyond a 191 Mbit/s path,
+    // near the share the round trip's rise asks of it. It joined TCP as
+    // the near path's queue raised its round trip mid-flow, and the hold
+    // went from 0 to 67 ms under a window sized for 6: BBR fell to 20
+    // Mbit/s, CUBIC to 30-60. Joining asks 1.3 times the share staying
+    // does.
+    let mut pair = Pair::new(&[3, 70]);
+    pair.run(0, 2000);
+    let set_trains = |pair: &mut Pair, far: f64| {
+        let paths = pair.a.paths.as_mut_slice();
+        paths[0].delivery.set_train_rate(Some(24e6));
+        paths[1].delivery.set_train_rate(Some(far));
+    };
+    let far_share = |pair: &mut Pair, at: u64| {
+        let mut far = 0;
+        // Twice what the near path drains, so that it queues.
+        for k in 0..50 {
+            let now = pair.at(at) + Duration::from_micros(50 * k);
+            for _ in 0..2 {
+                let (path, _) = pair.send_packet(now, tcp_segment(1200)).expect("sent");
+                far += usize::from(path == PathId(1));
+            }
+        }
+        far
+    };
+    // Too small: kept off long enough that TCP is held to the near path.
+    set_trains(&mut pair, 1e6);
+    assert_eq!(far_share(&mut pair, 2000), 0);
+    pair.run(2000, 4500);
+    assert_eq!(far_share(&mut pair, 4500), 0);
+    // 0.4 of the near path: enough to stay (0.35 for a twelvefold round
+    // trip), not to join.
+    set_trains(&mut pair, 9.6e6);
+    assert_eq!(far_share(&mut pair, 4600), 0);
+    // Half of it joins, and at 0.4 again stays.
+    set_trains(&mut pair, 12e6);
+    assert!(far_share(&mut pair, 4700) > 0);
+    set_trains(&mut pair, 9.6e6);
+    assert!(far_share(&mut pair, 4800) > 0);
 }
 
 #[test]
