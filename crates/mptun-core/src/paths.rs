@@ -945,17 +945,17 @@ impl PathTable {
         base + shows <= spread + REPAIR_PATIENCE_MARGIN + (base + spread) / 4
     }
 
-    /// Return how much farther than the nearest path, one way, the farthest
-    /// path that is up and TCP took lately is (µs): how long the peer holds
-    /// a TCP segment that came the nearest way, the TCP paths' spread.
+    /// Return the [spread](Self::spread_us) of the paths that are up and
+    /// TCP took lately: how long the peer holds a TCP segment that came the
+    /// nearest way.
     fn tcp_spread_us(&self, now: Instant) -> f64 {
-        let base_min = base_min(&self.paths);
-        self.paths
-            .iter()
-            .filter(|p| p.state() == PathState::Up)
-            .filter(|p| took_tcp_lately(p, now))
-            .map(|p| p.base_above(base_min))
-            .fold(0.0, f64::max)
+        let mut took = PathSet::default();
+        for (id, p) in self.iter() {
+            if p.state() == PathState::Up && took_tcp_lately(p, now) {
+                took.insert(id);
+            }
+        }
+        self.spread_us(took)
     }
 
     /// Return the least base round trip (see [`Path::base_rtt`]) among the
