@@ -2,7 +2,7 @@
 //! one-way delays, in virtual time.
 
 use super::*;
-use crate::path::delivery::LossContext;
+use crate::path::delivery::{Delivery, LossContext};
 use crate::path::PathChange;
 use crate::paths::{repair_past_due, LOSS_CLEAN};
 use crate::wire::nack::Nack;
@@ -1453,6 +1453,33 @@ fn one_ack_in_four_takes_a_path_about_as_near_as_the_nearest() {
     assert_eq!(count(&[5, 30]), [100, 0]);
 }
 
+/// Feed `delivery` five of the peer's reports 100 ms apart from `now`,
+/// each `packets` and `bytes` more received, the echoes having met
+/// `queued_us` of queue (no jitter measured).
+fn report_delivered(
+    delivery: &mut Delivery,
+    now: Instant,
+    packets: u32,
+    bytes: u64,
+    queued_us: f64,
+) {
+    let settled = LossContext {
+        congested: false,
+        settled: true,
+    };
+    for i in 0..5u32 {
+        let probe = Probe {
+            sent_us: 10_000_000 + u64::from(i) * 100_000,
+            rx_packets: u64::from(i) * u64::from(packets),
+            rx_bytes: u64::from(i) * bytes,
+            rx_highest_path_seq: Seq(i * packets),
+            ..Probe::default()
+        };
+        let at = now + Duration::from_millis(u64::from(i) * 100);
+        delivery.handle_report(at, &probe, queued_us, Some(0.0), settled);
+    }
+}
+
 #[test]
 fn tcp_keeps_off_a_far_small_path_that_would_raise_its_round_trip_for_little() {
     // Lab sweep seed 9311, #1: 15 Mbit/s 64 ms beyond a 171 and a 195
@@ -1480,21 +1507,7 @@ fn tcp_keeps_off_a_far_small_path_that_would_raise_its_round_trip_for_little() {
     // read as a queue while a flow sent it 50 Mbit/s, half its trains.
     let now = pair.at(2100);
     let delivery = &mut pair.a.paths.as_mut_slice()[0].delivery;
-    let settled = LossContext {
-        congested: false,
-        settled: true,
-    };
-    for i in 0..5u32 {
-        let probe = Probe {
-            sent_us: 10_000_000 + u64::from(i) * 100_000,
-            rx_packets: u64::from(i) * 500,
-            rx_bytes: u64::from(i) * 625_000,
-            rx_highest_path_seq: Seq(i * 500),
-            ..Probe::default()
-        };
-        let at = now + Duration::from_millis(u64::from(i) * 100);
-        delivery.handle_report(at, &probe, 3_000.0, Some(0.0), settled);
-    }
+    report_delivered(delivery, now, 500, 625_000, 3_000.0);
     let capacity = delivery.capacity();
     assert!((capacity - 6.25e6).abs() < 1.0, "{capacity}");
     assert_eq!(far_share(&mut pair, 2600), 0);
@@ -1503,6 +1516,32 @@ fn tcp_keeps_off_a_far_small_path_that_would_raise_its_round_trip_for_little() {
         .delivery
         .set_train_rate(Some(5e6));
     assert!(far_share(&mut pair, 2700) > 0);
+}
+
+#[test]
+fn a_big_path_measured_behind_a_deep_queue_counts_at_that_not_at_its_trains() {
+    // Lab sweep seed 3671, #16: 52 Mbit/s 9 ms beyond a 367 Mbit/s path
+    // whose trains read 449-929 (bunched up on the way). Counted at
+    // those, the small path stayed under a tenth of it and off TCP all
+    // run, though the flow soon measured the big one at 346 behind a
+    // 27-51 ms queue: 318-327 Mbit/s against 362 when it took its share.
+    let mut pair = Pair::new(&[21, 30]);
+    pair.run(0, 2000);
+    let paths = pair.a.paths.as_mut_slice();
+    paths[0].delivery.set_train_rate(Some(116e6));
+    paths[1].delivery.set_train_rate(Some(7e6));
+    let takes_tcp = |pair: &Pair, at: u64| {
+        let paths = &pair.a.paths;
+        paths.tcp_paths(pair.at(at), paths.usable())
+    };
+    assert!(!takes_tcp(&pair, 2000).contains(PathId(1)));
+    // The flow fills the big path: 43 MB/s delivered, a 20 ms queue.
+    let now = pair.at(2000);
+    let delivery = &mut pair.a.paths.as_mut_slice()[0].delivery;
+    report_delivered(delivery, now, 3_000, 4_300_000, 20_000.0);
+    let capacity = delivery.capacity();
+    assert!((capacity - 43e6).abs() < 1.0, "{capacity}");
+    assert!(takes_tcp(&pair, 2500).contains(PathId(1)));
 }
 
 #[test]

@@ -139,6 +139,9 @@ impl LossEstimate {
 pub(crate) struct Delivery {
     /// Delivery rates measured while the path had a queue: its capacity.
     rate: WindowedMax,
+    /// Those of them measured behind a queue deeper than jitter makes
+    /// (see [`QUEUED_DEEP_US`]).
+    rate_deep: WindowedMax,
     /// The highest delivery rate measured without a queue (what was sent);
     /// raises the estimate when the path carries more than it was credited.
     rate_unqueued: WindowedMax,
@@ -165,6 +168,7 @@ impl Default for Delivery {
     fn default() -> Self {
         Delivery {
             rate: WindowedMax::new(RATE_WINDOW),
+            rate_deep: WindowedMax::new(RATE_WINDOW),
             rate_unqueued: WindowedMax::new(RATE_WINDOW),
             rate_first: None,
             rate_train: None,
@@ -199,8 +203,15 @@ impl Delivery {
     /// it says at least: measured, or where its probe trains arrived
     /// faster, their rate. A flow that never filled the path measured
     /// little more than what it sent, or, on a jittery path, took its
-    /// jitter for a queue and the little it sent for the capacity.
+    /// jitter for a queue and the little it sent for the capacity. Not
+    /// once a rate was measured behind a queue deeper than jitter makes:
+    /// that is the path's, and trains can read several times above it (a
+    /// shaper's burst or the receiver's batching bunches them up), which
+    /// would keep the paths beside a big one off TCP all the while.
     pub fn capacity_or_trains(&self) -> f64 {
+        if self.rate_deep.get().is_some() {
+            return self.capacity();
+        }
         self.capacity().max(self.rate_train.unwrap_or(0.0))
     }
 
@@ -378,10 +389,14 @@ impl Delivery {
         // Old samples leave the filters even when no new one comes (a path
         // the scheduler stopped using sends none).
         self.rate.expire(now);
+        self.rate_deep.expire(now);
         self.rate_unqueued.expire(now);
         if bytes > 0 {
             if queued && bytes >= QUEUED_MIN_BYTES && self.capacity_sample(rate, deep) {
                 self.rate.update(now, rate);
+                if deep {
+                    self.rate_deep.update(now, rate);
+                }
                 self.rate_first = None;
             } else {
                 self.rate_unqueued.update(now, rate);
@@ -505,10 +520,26 @@ mod tests {
             d.set_train_rate(Some(train));
             assert_eq!(d.capacity(), train);
         }
-        // A queued delivery rate, once measured, is the capacity.
+        // A queued delivery rate, once measured, is the capacity, for
+        // judging which paths are worth TCP too: trains that a burst
+        // bunched up read above it.
         d.set_train_rate(Some(40e6));
         let capacity = reports(&mut d, crate::tests::t0(), 5, 2_000_000, 20_000.0);
         assert!((capacity - 20e6).abs() < 1.0, "capacity {capacity}");
+        assert_eq!(d.capacity_or_trains(), capacity);
+    }
+
+    #[test]
+    fn trains_count_above_a_rate_no_deep_queue_measured() {
+        let start = crate::tests::t0();
+        // (bytes a 100 ms span, queue the echoes met, µs)
+        for (bytes, queued_us) in [(200_000, 0.0), (2_000_000, 3_000.0)] {
+            let mut d = Delivery::default();
+            d.set_train_rate(Some(40e6));
+            reports(&mut d, start, 5, bytes, queued_us);
+            assert!(d.measured());
+            assert_eq!(d.capacity_or_trains(), 40e6, "queued {queued_us} µs");
+        }
     }
 
     /// What the peer reports of each 100 ms span: its highest path
