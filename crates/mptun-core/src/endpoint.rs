@@ -632,6 +632,23 @@ impl Endpoint {
         self.reorder_data(now, path, trailer, buf, skipped);
     }
 
+    /// Start the reorder buffer for the peer's run, if not started yet,
+    /// on hearing of its data packet `seq`. A new run numbers from 0, and
+    /// its first packets may arrive in any order over the paths: wait for
+    /// the earlier ones too. A run joined late (we restarted, the peer did
+    /// not) starts at the first packet heard.
+    fn start_peer_data(&mut self, now: Instant, seq: Seq) {
+        if let Some(run) = self.peer.as_mut().filter(|run| !run.data_started) {
+            run.data_started = true;
+            let start = if seq.0 < NEW_RUN_FIRST_PACKETS {
+                Seq(0)
+            } else {
+                seq
+            };
+            self.reorder.restart(now, start);
+        }
+    }
+
     /// Take a data packet received on `path` (or rebuilt from its parity)
     /// into the reorder buffer; `skipped` packets sent on the path just
     /// before it are missing.
@@ -643,19 +660,7 @@ impl Endpoint {
         buf: PacketBuf,
         skipped: u32,
     ) {
-        if let Some(run) = self.peer.as_mut().filter(|run| !run.data_started) {
-            run.data_started = true;
-            // A new run numbers from 0, and its first packets may arrive in
-            // any order over the paths: wait for the earlier ones too. A run
-            // joined late (we restarted, the peer did not) starts at the
-            // first packet heard.
-            let start = if trailer.seq.0 < NEW_RUN_FIRST_PACKETS {
-                Seq(0)
-            } else {
-                trailer.seq
-            };
-            self.reorder.restart(now, start);
-        }
+        self.start_peer_data(now, trailer.seq);
         // A segment due already still goes behind those held.
         let due = trailer.held.then(|| {
             self.paths
@@ -753,10 +758,17 @@ impl Endpoint {
                 stats.rx_probes += 1;
                 self.paths
                     .handle_probe(now, path, &probe, trailer.paths_in_use);
-                let data_started = self.peer.is_some_and(|run| run.data_started);
-                if let Some(last_sent) = trailer.previous_on_path.filter(|_| data_started) {
-                    self.reorder
-                        .handle_path_tail(now, last_sent, trailer.congested);
+                if let Some(last_sent) = trailer.previous_on_path {
+                    // A run's first packets lost are missing from it too:
+                    // a lone one (the acknowledgement of a flow's first
+                    // flight) would otherwise show only with the next.
+                    if last_sent.0 < NEW_RUN_FIRST_PACKETS {
+                        self.start_peer_data(now, last_sent);
+                    }
+                    if self.peer.is_some_and(|run| run.data_started) {
+                        self.reorder
+                            .handle_path_tail(now, last_sent, trailer.congested);
+                    }
                 }
                 true
             }

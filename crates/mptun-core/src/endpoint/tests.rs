@@ -654,6 +654,26 @@ fn a_repair_that_would_hold_the_packets_behind_it_past_the_hold_is_handed_out_la
     assert_eq!(resent, vec![1, 1]);
 }
 
+#[test]
+fn a_run_s_first_packet_lost_alone_is_asked_for_once_its_path_s_probe_names_it() {
+    // The acknowledgement of a flow's first flight may be the run's first
+    // data packet and go alone. Lost, nothing of the run has arrived to
+    // show a gap: the flow would wait for its retransmission timeout.
+    let mut pair = Pair::new(&[5, 40]);
+    pair.carry_data = true;
+    pair.run(0, 1000);
+    let (path, first) = pair.send(pair.at(1000), 100).expect("sent");
+    assert_eq!(first.seq, Seq(0));
+    let n = pair.wire.len();
+    pair.wire
+        .retain(|w| !(w.1 && w.2 == path && trailer_of(&w.3).seq == first.seq));
+    assert_eq!(pair.wire.len(), n - 1);
+    pair.run(1000, 1100);
+    let stats = pair.b.reorder_stats();
+    assert_eq!(pair.delivered.len(), 1, "{stats:?}");
+    assert_eq!(stats.repairs_requested, 1, "{stats:?}");
+}
+
 /// Send two flights of ten packets from A, 500 ms apart, the first one's
 /// last packet lost; with `probes_name_it` false, no probe of its path
 /// names it (lost, or from a peer that does not). Return B's stats.
