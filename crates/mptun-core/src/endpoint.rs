@@ -20,8 +20,9 @@ use crate::wire::{
 /// Buffers an endpoint keeps for its own probes, NACKs and resends.
 const POOL_KEEP: usize = 1024;
 
-/// The first data packet heard of a peer's run numbered below this is taken
-/// to be one of the run's first, and the packets before it are waited for.
+/// The first data packet heard of a peer's run (arrived, or named by a
+/// probe as its path's last) numbered below this is taken to be one of the
+/// run's first, and the packets before it are waited for.
 const NEW_RUN_FIRST_PACKETS: u32 = 1024;
 
 /// How long the peer's run being followed must have been silent before a
