@@ -434,6 +434,7 @@ impl PathTable {
     pub fn charge_parity(&mut self, now: Instant, path: PathId, len: usize) {
         if let Some(p) = self.paths.get_mut(path.index()) {
             p.add_to_queue(now, len);
+            p.last_sent = Some(now);
         }
     }
 
@@ -470,6 +471,7 @@ impl PathTable {
             p.delivery.sent_congested(charged.path_seq);
         }
         p.add_to_queue(now, len);
+        p.last_sent = Some(now);
         if !repair {
             if !p.busy(now) {
                 // Becoming busy: probe sooner, to notice a failure sooner.
@@ -1072,6 +1074,7 @@ fn poisson_tail(mean: f64, k: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::path::train::TRAIN_PACKETS;
 
     #[test]
     fn a_gap_next_to_a_packet_that_met_a_queue_was_dropped_at_it() {
@@ -1156,6 +1159,74 @@ mod tests {
         // A thousand say what they say.
         assert!(known(&mut table, 0.0, 1000));
         assert!(known(&mut table, 0.001, 1000));
+    }
+
+    /// Run one path from its session coming up: its three trains each
+    /// arrive spread over 8 ms, and our probes' one-way delay steps by
+    /// 4 ms from one to the next. With `repairs`, a repair goes onto the
+    /// path every 20 ms, as it would beside a flow on other paths. Return
+    /// the most packets in a train sent after the first three.
+    fn longest_later_train(repairs: bool) -> u16 {
+        let t0 = crate::tests::t0();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let mut table = PathTable::new(t0, 1);
+        let path = PathId(0);
+        table.set_session(t0, path, true);
+        let mut trains = Vec::new();
+        let mut longest = 0;
+        // The peer's probes, due at: each echoes one of ours.
+        let mut echoes: Vec<(u64, Probe)> = Vec::new();
+        let mut peer_number = 0;
+        let mut repair_seq = 0;
+        for ms in 0..3000 {
+            if repairs && ms >= 200 && ms % 20 == 0 {
+                table.charge(at(ms), path, Seq(repair_seq), 1400, true);
+                repair_seq += 1;
+            }
+            while let Some((_, number, packets)) = table.poll_train(at(ms)) {
+                trains.push(number);
+                if trains.len() > 3 {
+                    longest = longest.max(packets);
+                }
+            }
+            while let Some((_, ours)) = table.poll_probe(at(ms)) {
+                let owd_us = 20_000 + 4_000 * u64::from(ours.number % 2);
+                peer_number += 1;
+                let train = trains.iter().copied().filter(|&n| n <= 3).max();
+                echoes.push((
+                    ms + 40,
+                    Probe {
+                        number: peer_number,
+                        sent_us: ours.sent_us + owd_us,
+                        echo_number: ours.number,
+                        echo_sent_us: ours.sent_us,
+                        echo_arrived_us: ours.sent_us + owd_us,
+                        train_number: train.unwrap_or(0),
+                        train_bytes: 15 * TRAIN_PACKET_LEN as u32,
+                        train_span_us: 8_000,
+                        ..Probe::default()
+                    },
+                ));
+            }
+            for (_, probe) in echoes.iter().filter(|(due, _)| *due == ms) {
+                table.handle_probe(at(ms), path, probe, PathSet(1));
+            }
+        }
+        longest
+    }
+
+    #[test]
+    fn a_path_carrying_repairs_gets_no_long_train() {
+        // Simulated sweep seed 4987 #27: a 13 Mbit/s path beside a 250
+        // Mbit/s one carried only repairs, whose queue its probes took for
+        // jitter; once that was measured, the long train went out mid-flow,
+        // 328 packets into a queue that holds about 70, and the repairs
+        // behind it were lost.
+        assert!(
+            longest_later_train(false) > TRAIN_PACKETS,
+            "an idle path's jitter calls for it"
+        );
+        assert_eq!(longest_later_train(true), 0);
     }
 
     #[test]

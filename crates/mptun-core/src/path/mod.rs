@@ -270,6 +270,9 @@ pub(crate) struct Path {
     /// Global sequence number of the last data packet sent on the path.
     pub last_seq_sent: Option<Seq>,
     pub last_data_sent: Option<Instant>,
+    /// When anything of ours that queues at the bottleneck (data, a
+    /// repair, a parity half) last went onto the path.
+    pub last_sent: Option<Instant>,
     /// When our data last started after a pause: the path is probed fast
     /// from then on, not before.
     pub busy_since: Option<Instant>,
@@ -298,6 +301,7 @@ impl Default for Path {
             next_path_seq: Seq(0),
             last_seq_sent: None,
             last_data_sent: None,
+            last_sent: None,
             busy_since: None,
             last_data_received: None,
             reception: Reception::default(),
@@ -371,6 +375,13 @@ impl Path {
     pub fn busy(&self, now: Instant) -> bool {
         self.last_data_sent
             .is_some_and(|t| now.saturating_duration_since(t) < BUSY_WINDOW)
+    }
+
+    /// Whether anything of ours, repairs and parity included, went onto
+    /// the path from [`BUSY_WINDOW`] before `at` on: a queue of ours may
+    /// have been there at `at`.
+    fn carried_around(&self, at: Instant) -> bool {
+        self.last_sent.is_some_and(|t| t + BUSY_WINDOW > at)
     }
 
     /// Whether to probe at the busy rate: data went either way lately. Our
@@ -546,7 +557,8 @@ impl Path {
             let owd = offset_us(probe.echo_arrived_us, probe.echo_sent_us);
             self.owd_out.update(now, owd);
             let behind_train = echoed_sent_at.is_some_and(|at| self.trains.may_have_delayed(at));
-            if self.busy(now) || behind_train {
+            // A repair's queue is ours as much as data's, and is no jitter.
+            if self.carried_around(echoed_sent_at.unwrap_or(now)) || behind_train {
                 self.idle_jitter.interrupt();
             } else {
                 self.idle_jitter.update(owd);
@@ -578,9 +590,10 @@ impl Path {
             self.delivery.set_train_rate(self.trains.rate());
         }
         // The jitter is measured after the first trains arrive; a long
-        // train is worth its burst only to an idle path.
+        // train is worth its burst only to an idle path, not to one
+        // carrying repairs, which would wait behind it or be lost.
         let jitter_us = self.idle_jitter.get().filter(|_| self.idle_jitter.warm());
-        if let Some(jitter_us) = jitter_us.filter(|_| !self.busy(now)) {
+        if let Some(jitter_us) = jitter_us.filter(|_| !self.carried_around(now)) {
             self.trains.lengthen_for_jitter(now, jitter_us);
         }
         Some((fresh_echo, echoed_sent_at))
