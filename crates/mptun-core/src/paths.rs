@@ -614,29 +614,52 @@ impl PathTable {
 
     fn judge_loss(&mut self, now: Instant, i: usize) {
         let p = &self.paths[i];
-        let (loss, judged) = (p.delivery.loss(), p.delivery.judged_packets());
+        if p.state() != PathState::Up {
+            return;
+        }
         // What is left to the repairs once parities rebuild single losses,
         // on a path worth that: a loss left over that no repair brings in
         // time is a congestion signal for a loss-based flow, and a path with
         // a small part of the capacity is not worth a few a second.
+        let (loss, judged) = (p.delivery.loss(), p.delivery.judged_packets());
         let unrebuilt = match self.parity_run(PathId(i as u8)) {
             Some(run) if self.capacity_share(i) >= PARITY_KEEPS_SHARE => {
                 parity::residual_loss(loss, run)
             }
             _ => loss,
         };
-        if p.state() != PathState::Up
-            || !loss_known(p)
-            || unrebuilt <= LOSS_CLEAN
-            || (unrebuilt <= LOSS_BEYOND_REPAIR_SURE && judged < LOSS_FEW_MIN_PACKETS)
-        {
-            return;
-        }
-        // Asked only of a path losing enough to matter: this runs for
-        // every probe.
-        if loss <= LOSS_SET_ASIDE && self.repairs_in_time(now, i) {
-            return;
-        }
+        let judged_lossy = loss_known(p)
+            && unrebuilt > LOSS_CLEAN
+            && (unrebuilt > LOSS_BEYOND_REPAIR_SURE || judged >= LOSS_FEW_MIN_PACKETS);
+        let loss = if judged_lossy {
+            // Asked only of a path losing enough to matter: this runs for
+            // every probe.
+            if loss <= LOSS_SET_ASIDE && self.repairs_in_time(now, i) {
+                return;
+            }
+            loss
+        } else {
+            // A flow in slow start sends into the queue of every path it
+            // uses, and few spans are judged; where no repair comes in
+            // time, each loss meanwhile costs it a window cut. Over every
+            // span, what was not dropped at a queue tells the path's loss
+            // sooner, if low: taken where it is surely beyond repair, with
+            // the parities it would call for.
+            let (random, over) = p.delivery.random_loss();
+            let unrebuilt = match parity::run_for_loss(random, LOSS_CLEAN) {
+                Some(run) if self.capacity_share(i) >= PARITY_KEEPS_SHARE => {
+                    parity::residual_loss(random, run)
+                }
+                _ => random,
+            };
+            if !loss_known_over(random, over)
+                || unrebuilt <= LOSS_BEYOND_REPAIR_SURE
+                || self.repairs_in_time(now, i)
+            {
+                return;
+            }
+            random
+        };
         let another_clean = self.paths.iter().enumerate().any(|(j, q)| {
             let (any_loss, any_packets) = q.delivery.any_loss();
             j != i
@@ -1046,14 +1069,19 @@ fn took_tcp_lately(p: &Path, now: Instant) -> bool {
 /// Return whether `p`'s loss is known: judged over enough packets, or over
 /// fewer with more lost than a clean path would lose but rarely.
 fn loss_known(p: &Path) -> bool {
-    let judged = p.delivery.judged_packets();
+    loss_known_over(p.delivery.loss(), p.delivery.judged_packets())
+}
+
+/// Whether a loss of `loss` over `judged` packets is known (see
+/// [`loss_known`]).
+fn loss_known_over(loss: f64, judged: u64) -> bool {
     if judged >= LOSS_MIN_PACKETS {
         return true;
     }
     if judged < LOSS_EARLY_MIN_PACKETS {
         return false;
     }
-    let lost = (p.delivery.loss() * judged as f64).round();
+    let lost = (loss * judged as f64).round();
     poisson_tail(judged as f64 * LOSS_CLEAN, lost) < LOSS_EARLY_SIGNIFICANCE
 }
 

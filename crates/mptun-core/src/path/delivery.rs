@@ -156,6 +156,11 @@ pub(crate) struct Delivery {
     loss: LossEstimate,
     /// Loss of our data over every span, queue overflows included.
     any_loss: LossEstimate,
+    /// Loss of our data over every span, what the peer saw dropped at a
+    /// full queue left out: known sooner than `loss` where the path keeps
+    /// a queue, and low there (a random loss next to packets that met the
+    /// queue reads as the queue's).
+    random_loss: LossEstimate,
     /// Our path sequence number of the last data packet sent into a
     /// standing queue (flagged congested).
     last_congested: Option<Seq>,
@@ -175,6 +180,7 @@ impl Default for Delivery {
             last_report: None,
             loss: LossEstimate::default(),
             any_loss: LossEstimate::default(),
+            random_loss: LossEstimate::default(),
             last_congested: None,
             resumed_at: None,
         }
@@ -269,6 +275,12 @@ impl Delivery {
         (self.any_loss.fraction(), self.any_loss.packets)
     }
 
+    /// Return the loss over every span less what the peer saw dropped at
+    /// a full queue, and how many packets it was measured over.
+    pub fn random_loss(&self) -> (f64, u64) {
+        (self.random_loss.fraction(), self.random_loss.packets)
+    }
+
     /// Note that the packet numbered `path_seq` on the path was sent into a
     /// standing queue.
     pub fn sent_congested(&mut self, path_seq: Seq) {
@@ -284,6 +296,7 @@ impl Delivery {
     /// chance.
     pub fn forget_loss(&mut self) {
         self.loss = LossEstimate::default();
+        self.random_loss = LossEstimate::default();
     }
 
     /// Set the loss, as if measured.
@@ -291,6 +304,17 @@ impl Delivery {
     pub fn set_loss(&mut self, loss: f64) {
         let packets = self.loss.packets;
         self.set_loss_over(loss, packets);
+    }
+
+    /// Set the loss over every span less the queue's drops, as if
+    /// measured over `packets`.
+    #[cfg(test)]
+    pub fn set_random_loss_over(&mut self, loss: f64, packets: u64) {
+        self.random_loss = LossEstimate {
+            weighted: loss,
+            weight: 1.0,
+            packets,
+        };
     }
 
     /// Set the loss, as if measured over `packets`.
@@ -436,17 +460,18 @@ impl Delivery {
         }
         let lost = expected.saturating_sub(got).max(0);
         let fraction = lost as f64 / expected as f64;
+        // What the peer saw dropped at a full queue is congestion, not the
+        // path's loss.
+        let at_queue = report
+            .rx_missed_at_queue
+            .saturating_sub(last.rx_missed_at_queue);
+        let at_queue = i64::try_from(at_queue).unwrap_or(i64::MAX);
+        let path_lost = lost.saturating_sub(at_queue).max(0);
         if context.settled {
             self.any_loss.add(lost, expected);
+            self.random_loss.add(path_lost, expected);
         }
         if !context.congested && !sent_into_queue && context.settled {
-            // What the peer saw dropped at a full queue is congestion, not
-            // the path's loss.
-            let at_queue = report
-                .rx_missed_at_queue
-                .saturating_sub(last.rx_missed_at_queue);
-            let at_queue = i64::try_from(at_queue).unwrap_or(i64::MAX);
-            let path_lost = lost.saturating_sub(at_queue).max(0);
             self.loss.add(path_lost, expected);
             return false;
         }
