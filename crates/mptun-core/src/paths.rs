@@ -433,8 +433,7 @@ impl PathTable {
     /// Account for a parity half of `len` bytes sent on `path` at `now`.
     pub fn charge_parity(&mut self, now: Instant, path: PathId, len: usize) {
         if let Some(p) = self.paths.get_mut(path.index()) {
-            p.add_to_queue(now, len);
-            p.last_sent = Some(now);
+            p.queue_ours(now, len);
         }
     }
 
@@ -470,8 +469,7 @@ impl PathTable {
         if queued {
             p.delivery.sent_congested(charged.path_seq);
         }
-        p.add_to_queue(now, len);
-        p.last_sent = Some(now);
+        p.queue_ours(now, len);
         if !repair {
             if !p.busy(now) {
                 // Becoming busy: probe sooner, to notice a failure sooner.
@@ -612,6 +610,18 @@ impl PathTable {
         self.judge_loss(now, i);
     }
 
+    /// Return what of path `i`'s `loss` is left to the repairs once
+    /// parities after every `run` packets rebuild single losses, on a path
+    /// with enough of the capacity to be worth them.
+    fn left_to_repairs(&self, i: usize, loss: f64, run: Option<u16>) -> f64 {
+        match run {
+            Some(run) if self.capacity_share(i) >= PARITY_KEEPS_SHARE => {
+                parity::residual_loss(loss, run)
+            }
+            _ => loss,
+        }
+    }
+
     fn judge_loss(&mut self, now: Instant, i: usize) {
         let p = &self.paths[i];
         if p.state() != PathState::Up {
@@ -622,12 +632,7 @@ impl PathTable {
         // time is a congestion signal for a loss-based flow, and a path with
         // a small part of the capacity is not worth a few a second.
         let (loss, judged) = (p.delivery.loss(), p.delivery.judged_packets());
-        let unrebuilt = match self.parity_run(PathId(i as u8)) {
-            Some(run) if self.capacity_share(i) >= PARITY_KEEPS_SHARE => {
-                parity::residual_loss(loss, run)
-            }
-            _ => loss,
-        };
+        let unrebuilt = self.left_to_repairs(i, loss, self.parity_run(PathId(i as u8)));
         let judged_lossy = loss_known(p)
             && unrebuilt > LOSS_CLEAN
             && (unrebuilt > LOSS_BEYOND_REPAIR_SURE || judged >= LOSS_FEW_MIN_PACKETS);
@@ -646,12 +651,8 @@ impl PathTable {
             // sooner, if low: taken where it is surely beyond repair, with
             // the parities it would call for.
             let (random, over) = p.delivery.random_loss();
-            let unrebuilt = match parity::run_for_loss(random, LOSS_CLEAN) {
-                Some(run) if self.capacity_share(i) >= PARITY_KEEPS_SHARE => {
-                    parity::residual_loss(random, run)
-                }
-                _ => random,
-            };
+            let unrebuilt =
+                self.left_to_repairs(i, random, parity::run_for_loss(random, LOSS_CLEAN));
             if !loss_known_over(random, over)
                 || unrebuilt <= LOSS_BEYOND_REPAIR_SURE
                 || self.repairs_in_time(now, i)

@@ -272,7 +272,7 @@ pub(crate) struct Path {
     pub last_data_sent: Option<Instant>,
     /// When anything of ours that queues at the bottleneck (data, a
     /// repair, a parity half) last went onto the path.
-    pub last_sent: Option<Instant>,
+    last_sent: Option<Instant>,
     /// When our data last started after a pause: the path is probed fast
     /// from then on, not before.
     pub busy_since: Option<Instant>,
@@ -369,6 +369,14 @@ impl Path {
     pub fn add_to_queue(&mut self, now: Instant, len: usize) {
         let rate = self.rate();
         self.queue.add(now, len, rate);
+    }
+
+    /// Account for `len` bytes of data, a repair or a parity half sent at
+    /// `now`: they queue as any bytes do, and mark the path as carrying
+    /// something of ours (see [`Path::last_sent`]).
+    pub fn queue_ours(&mut self, now: Instant, len: usize) {
+        self.add_to_queue(now, len);
+        self.last_sent = Some(now);
     }
 
     /// Whether the path carried our data lately.
