@@ -116,6 +116,16 @@ struct LossEstimate {
 }
 
 impl LossEstimate {
+    /// An estimate that reads `loss`, as if measured over `packets`.
+    #[cfg(test)]
+    fn measured(loss: f64, packets: u64) -> LossEstimate {
+        LossEstimate {
+            weighted: loss,
+            weight: 1.0,
+            packets,
+        }
+    }
+
     /// Add a sample: `lost` of `expected` packets (`expected` > 0).
     fn add(&mut self, lost: i64, expected: i64) {
         let n = expected as f64;
@@ -310,21 +320,13 @@ impl Delivery {
     /// measured over `packets`.
     #[cfg(test)]
     pub fn set_random_loss_over(&mut self, loss: f64, packets: u64) {
-        self.random_loss = LossEstimate {
-            weighted: loss,
-            weight: 1.0,
-            packets,
-        };
+        self.random_loss = LossEstimate::measured(loss, packets);
     }
 
     /// Set the loss, as if measured over `packets`.
     #[cfg(test)]
     pub fn set_loss_over(&mut self, loss: f64, packets: u64) {
-        self.loss = LossEstimate {
-            weighted: loss,
-            weight: 1.0,
-            packets,
-        };
+        self.loss = LossEstimate::measured(loss, packets);
     }
 
     /// Forget the peer's last report: it restarted, and its counters start
