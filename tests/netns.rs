@@ -473,13 +473,19 @@ fn a_flood_of_replays_forgeries_and_garbage_costs_the_flow_little() {
     // The tunnel's own datagrams both ways, the measure of how hard the
     // flood was: one core's rate depends on the host, its share of the
     // traffic the sites saw does not.
-    let carried = |site| -> u64 { status(site).paths.iter().map(|p| p.tx_datagrams).sum() };
+    let tunnel_datagrams = || -> u64 {
+        [Site::A, Site::B]
+            .into_iter()
+            .flat_map(|site| status(site).paths)
+            .map(|p| p.tx_datagrams)
+            .sum()
+    };
     let (lost_before, drops_before) = (lost(Site::B), socket_drops());
-    let carried_before = carried(Site::A) + carried(Site::B);
+    let datagrams_before = tunnel_datagrams();
     let attack = flood::Flood::start(&ns_a, &ns_b, plan);
     let flooded = through.tcp().expect("iperf3 under the flood");
     let sent = attack.stop();
-    let carried = (carried(Site::A) + carried(Site::B)).saturating_sub(carried_before);
+    let carried = tunnel_datagrams().saturating_sub(datagrams_before);
     let [asked, repaired, released] = {
         let after = lost(Site::B);
         [0, 1, 2].map(|i| after[i].saturating_sub(lost_before[i]))
