@@ -272,6 +272,8 @@ struct WindowSender {
     /// Off (`SIM_HYSTART=0`), slow start lasts until the first loss: to
     /// measure how much of a result HyStart's exit decided.
     hystart: bool,
+    /// The window at which HyStart's delay test first ended slow start.
+    delay_exit_window: Option<f64>,
     /// The window's state before the last decrease, and how many packets
     /// were taken for lost since it and how many of those came after all:
     /// when every one did, the decrease was spurious and is undone, as
@@ -311,6 +313,7 @@ impl WindowSender {
             round_min: None,
             round_samples: 0,
             hystart: std::env::var("SIM_HYSTART").map_or(true, |v| v != "0"),
+            delay_exit_window: None,
             before_decrease: None,
             episode_lost: 0,
             episode_late: 0,
@@ -361,6 +364,7 @@ impl WindowSender {
             let rtt = newest_sent.map(|t| now - t);
             if self.cwnd < self.ssthresh && rtt.is_some_and(|rtt| self.hystart_exit(rtt, sent)) {
                 // CUBIC grows on from here as from a decrease to this window.
+                self.delay_exit_window.get_or_insert(self.cwnd);
                 self.ssthresh = self.cwnd;
                 self.w_max = self.cwnd;
                 self.k = 0.0;
@@ -647,6 +651,9 @@ struct Report {
     resent: u64,
     /// Each path's share of A's packets.
     shares: Vec<f64>,
+    /// The window flow's window when HyStart's delay test first ended its
+    /// slow start, if it did.
+    delay_exit_window: Option<f64>,
     /// What A knew of each path at the end.
     estimates: Vec<PathEstimate>,
 }
@@ -1000,6 +1007,7 @@ impl Sim {
         report.estimates = (0..n)
             .map(|i| a.endpoint.estimate(PathId(i as u8), now))
             .collect();
+        report.delay_exit_window = window.as_ref().and_then(|w| w.delay_exit_window);
         let total: u64 = sent.iter().sum();
         report.shares = sent
             .iter()
@@ -1917,23 +1925,33 @@ fn a_big_path_losing_a_few_per_thousand_beyond_repair_carries_what_its_parity_re
     // flow, whose RACK window does not widen on D-SACKs as Linux's does,
     // backs off at more of those late repairs than Linux: it reads the row
     // below the path set aside, so what is asserted is that the path is
-    // used and the flow does not collapse.
+    // used and the flow does not collapse. Where slow start ends decides
+    // each draw: 18 of these 20 pass, 14 without the parity a path whose
+    // repairs come late sends before its loss is known.
     let paths = [
         spec(349.0, 73.0, 5.0, 0.0),
         spec(6.0, 64.5, 5.0, 0.009),
         spec(227.0, 69.5, 3.0, 0.003),
         spec(18.0, 46.5, 2.5, 0.0),
     ];
-    for seed in [3141, 3142, 3143] {
-        let r = run("few per thousand", Sim::window(seed, &paths, 10.5));
-        let alone = path_alone_window(seed, paths[0], 10.5, &[], Baseline::WireGuard);
-        let (all, alone) = (r.mbps(0.5, 10.5), alone.mbps(0.5, 10.5));
-        assert!(
-            r.shares[2] > 0.3 && all >= 2.0 / 3.0 * alone,
-            "seed {seed}: {all:.1} Mbit/s, shares {:?}, {alone:.1} over the best alone",
-            r.shares
-        );
-    }
+    let seeds = 3141..3161;
+    let count = seeds.clone().count();
+    let passed = seeds
+        .filter(|&seed| {
+            let r = run("few per thousand", Sim::window(seed, &paths, 10.5));
+            let alone = path_alone_window(seed, paths[0], 10.5, &[], Baseline::WireGuard);
+            let (all, alone) = (r.mbps(0.5, 10.5), alone.mbps(0.5, 10.5));
+            eprintln!(
+                "seed {seed}: {all:.1} Mbit/s, shares {:?}, {alone:.1} over the best alone",
+                r.shares
+            );
+            r.shares[2] > 0.3 && all >= 2.0 / 3.0 * alone
+        })
+        .count();
+    assert!(
+        passed >= 17,
+        "{passed} of {count} draws use the lossy path and reach 2/3 of the best"
+    );
 }
 
 #[test]
@@ -2503,5 +2521,43 @@ fn a_near_lossy_path_s_losses_far_short_of_its_overflow_depth_are_repaired() {
         "near lossy: {:.1} Mbit/s over both paths, {:.1} over the big one alone (means of {runs} seeds)",
         all / runs,
         alone / runs
+    );
+}
+
+#[test]
+fn a_far_lossy_path_s_first_losses_do_not_end_slow_start() {
+    // Sweep seed 6397 #30: the 321 Mbit/s path, the farthest, loses 2.6%
+    // and carries most of a flow's first flights before its loss is known.
+    // Each loss there waited a quarter of the held round trip past its due
+    // time for a repair, and HyStart, reading the rise as a full pipe,
+    // ended slow start at 112-672 packets in 8 of 20 lab runs. A parity
+    // on such a path until its loss is known rebuilds them in a few ms:
+    // over the first 3 s, 19 of these 20 draws reach 1.15 of WireGuard
+    // over the best path alone, against 14 without.
+    let paths = [
+        spec(33.0, 25.0, 2.0, 0.0),
+        spec(97.0, 54.0, 0.0, 0.0),
+        spec(7.0, 57.0, 0.0, 0.0),
+        spec(32.0, 36.5, 0.0, 0.0),
+        spec(321.0, 77.0, 0.0, 0.026),
+    ];
+    let seeds = 9000..9020;
+    let count = seeds.clone().count();
+    let reached = seeds
+        .filter(|&seed| {
+            let r = run("far lossy path", Sim::window(seed, &paths, 3.0));
+            let all = r.mbps(0.5, 3.0);
+            let alone = path_alone_window(seed, paths[1], 3.0, &[], Baseline::WireGuard);
+            let alone = alone.mbps(0.5, 3.0);
+            eprintln!(
+                "seed {seed}: {all:.1} Mbit/s, {alone:.1} over the best path alone; slow start ended on delay at {:?} packets",
+                r.delay_exit_window
+            );
+            all >= 1.15 * alone
+        })
+        .count();
+    assert!(
+        reached >= 18,
+        "{reached} of {count} draws reach 1.15 of the best path"
     );
 }

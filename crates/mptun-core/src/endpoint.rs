@@ -998,7 +998,7 @@ impl Endpoint {
         self.reorder
             .set_repair_past_due(repair_past_due(least_round_trip, spread));
         for (i, encoder) in self.parity_out.iter_mut().enumerate() {
-            encoder.set_run(self.paths.parity_run(PathId(i as u8)));
+            encoder.set_run(self.paths.parity_run(now, PathId(i as u8)));
         }
     }
 }

@@ -18,6 +18,9 @@ use crate::wire::{Parity, PARITY_HEADER_LEN, PARITY_MAX_COUNT};
 
 /// Shortest run: below it the parity costs more than a fifth of the path.
 pub const PARITY_MIN_RUN: u16 = 4;
+/// Run on a path whose loss is not known yet: a sixteenth of its first
+/// packets, for a loss of a few percent mostly rebuilt.
+pub const UNKNOWN_LOSS_RUN: u16 = 16;
 /// Longest run.
 pub const PARITY_MAX_RUN: u16 = 32;
 /// Expected losses per run the run's length is chosen for: two in one run

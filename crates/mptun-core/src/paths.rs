@@ -406,12 +406,19 @@ impl PathTable {
     }
 
     /// Return how many data packets `path` carries per parity (see
-    /// [`crate::parity`]): `None` while it loses no more than a clean path,
-    /// or before its loss is known.
-    pub fn parity_run(&self, path: PathId) -> Option<u16> {
+    /// [`crate::parity`]): `None` while it loses no more than a clean path.
+    /// Before its loss is known (neither over the spans judged nor, less a
+    /// queue's drops, over every span), a path whose repairs would come late
+    /// gets [`parity::UNKNOWN_LOSS_RUN`]: a flow's first flights are where
+    /// it learns its loss, and each loss there waits past its due time for
+    /// a repair, a round trip that grows as HyStart reads a full pipe.
+    pub fn parity_run(&self, now: Instant, path: PathId) -> Option<u16> {
         let p = self.get(path)?;
         if !loss_known(p) {
-            return None;
+            let (random, over) = p.delivery.random_loss();
+            let unknown = !loss_known_over(random, over);
+            return (unknown && !self.repairs_in_time(now, path.index()))
+                .then_some(parity::UNKNOWN_LOSS_RUN);
         }
         parity::run_for_loss(p.delivery.loss(), LOSS_CLEAN)
     }
@@ -632,7 +639,7 @@ impl PathTable {
         // time is a congestion signal for a loss-based flow, and a path with
         // a small part of the capacity is not worth a few a second.
         let (loss, judged) = (p.delivery.loss(), p.delivery.judged_packets());
-        let unrebuilt = self.left_to_repairs(i, loss, self.parity_run(PathId(i as u8)));
+        let unrebuilt = self.left_to_repairs(i, loss, self.parity_run(now, PathId(i as u8)));
         let judged_lossy = loss_known(p)
             && unrebuilt > LOSS_CLEAN
             && (unrebuilt > LOSS_BEYOND_REPAIR_SURE || judged >= LOSS_FEW_MIN_PACKETS);

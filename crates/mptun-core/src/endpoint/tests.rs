@@ -715,14 +715,22 @@ fn lose_a_flight_s_last_packet(probes_name_it: bool) -> ReorderStats {
 /// losing `loss`, 1 ms apart, the 31st lost on the way; return the pair
 /// once all is delivered.
 fn lose_one_on_a_measured_path(delay_ms: u64, loss: f64) -> Pair {
+    lose_one_on_a_path(delay_ms, Some(loss))
+}
+
+/// As [`lose_one_on_a_measured_path`], the path's loss measured or, with
+/// `None`, not known yet.
+fn lose_one_on_a_path(delay_ms: u64, loss: Option<f64>) -> Pair {
     let mut pair = Pair::new(&[delay_ms]);
     pair.carry_data = true;
     pair.run(0, 1000);
-    pair.a
-        .paths
-        .path_mut(PathId(0))
-        .delivery
-        .set_loss_over(loss, 5000);
+    if let Some(loss) = loss {
+        pair.a
+            .paths
+            .path_mut(PathId(0))
+            .delivery
+            .set_loss_over(loss, 5000);
+    }
     // The first send only: a repair has the next number on the path.
     pair.lose = |t| t.seq == Seq(30) && t.path_seq == Seq(30);
     for ms in 1000..1100 {
@@ -789,6 +797,24 @@ fn a_clean_path_carries_no_parity_and_its_losses_are_repaired() {
     let (a, b) = (pair.a.path_stats(PathId(0)), pair.b.path_stats(PathId(0)));
     assert_eq!((a.tx_parity, b.rebuilt), (0, 0));
     assert_eq!(pair.b.reorder_stats().repairs_requested, 1);
+}
+
+#[test]
+fn a_loss_before_the_path_s_loss_is_known_is_rebuilt_where_its_repair_would_come_late() {
+    // A flow's first flights cross a path before its loss is known. 30 ms
+    // away, a repair comes a 60 ms round trip after the loss shows, long
+    // after RACK's reordering window; the run's parity, 10 ms at most.
+    let pair = lose_one_on_a_path(30, None);
+    let (a, b) = (pair.a.path_stats(PathId(0)), pair.b.path_stats(PathId(0)));
+    assert_eq!(b.rebuilt, 1, "{:?}", pair.b.reorder_stats());
+    assert!(a.tx_parity > 0, "{a:?}");
+    let wait = pair.b.waits().quantile(1.0).expect("something waited");
+    assert!(wait <= 20 * MS, "waited {wait:?}");
+    // 1 ms away the repair comes within the window: no parity.
+    let pair = lose_one_on_a_path(1, None);
+    let (a, b) = (pair.a.path_stats(PathId(0)), pair.b.path_stats(PathId(0)));
+    assert_eq!((a.tx_parity, b.rebuilt), (0, 0));
+    assert_eq!(pair.b.reorder_stats().repaired, 1);
 }
 
 #[test]
@@ -909,9 +935,15 @@ fn an_idle_path_that_becomes_busy_is_not_taken_for_dead() {
 fn the_queue_model_follows_echoes_down_as_well_as_up() {
     // One path, its rate unmeasured (100 Mbit/s assumed), fed at that rate
     // after a 40 ms burst: only the echoes can tell how much of the burst
-    // is really still queued.
+    // is really still queued. Its loss known clean, no parity rides along.
     let mut pair = Pair::new(&[5]);
-    pair.run(0, 1000);
+    pair.run(0, 999);
+    pair.a
+        .paths
+        .path_mut(PathId(0))
+        .delivery
+        .set_loss_over(0.0, 5000);
+    pair.run(999, 1000);
     let t = pair.at(1000);
     for _ in 0..400 {
         pair.send(t, 1250);
