@@ -791,6 +791,9 @@ impl Sim {
         let mut next_trace = t0;
         // B's waits at the end of the data's first second.
         let mut first_second_waits = None;
+        // B's waits and counters at SIM_TRACE's line before.
+        let mut traced_waits = b.endpoint.waits().clone();
+        let mut traced_stats = b.endpoint.reorder_stats();
         while now < end {
             // The next thing to happen.
             let mut next = if window.is_none() && next_send < last_send {
@@ -931,6 +934,22 @@ impl Sim {
                 if trace && now >= next_trace && now - t0 < trace_for {
                     next_trace = now + TRACE_WINDOW_EVERY;
                     trace_window(now - t0, w, &mut a.endpoint, n, now);
+                    // What B held since the line before: the hold bar's p99 is made there.
+                    let waits = b.endpoint.waits().since(&traced_waits);
+                    let stats = b.endpoint.reorder_stats();
+                    eprintln!(
+                        "    at B: hold {:?}; {} waits, p99 {:?}, max {:?}; {} requested, {} repaired, {} skipped lost, {} timed out",
+                        b.endpoint.hold(),
+                        waits.count(),
+                        waits.quantile(0.99),
+                        waits.quantile(1.0),
+                        stats.repairs_requested - traced_stats.repairs_requested,
+                        stats.repaired - traced_stats.repaired,
+                        stats.skipped_loss - traced_stats.skipped_loss,
+                        stats.skipped_timeout - traced_stats.skipped_timeout,
+                    );
+                    traced_waits = b.endpoint.waits().clone();
+                    traced_stats = stats;
                 }
                 if w.rto_at(report.offered).is_some_and(|t| t <= now) {
                     w.on_rto(now, report.offered);
