@@ -246,6 +246,9 @@ pub struct SweepSummary {
     /// Scenarios in a known class, by class: (class, count, lowest ratio to
     /// the best path).
     pub known_classes: Vec<(String, usize, f64)>,
+    /// The same figures over the scenarios in no known class, if any were
+    /// in one: how mptun does where it does not say it falls short.
+    pub outside_known_classes: Option<Box<SweepSummary>>,
 }
 
 /// Return the `q` quantile (0..=1) of `values`, nearest rank.
@@ -301,6 +304,14 @@ impl SweepSummary {
                 .filter(|r| r.ratio_to_mptcp_wireguard.is_some())
                 .count(),
             hold_within_spread: results.iter().filter(|r| r.hold_within_spread()).count(),
+            outside_known_classes: (!known.is_empty()).then(|| {
+                let outside: Vec<SweepResult> = results
+                    .iter()
+                    .filter(|r| r.known_class.is_none())
+                    .cloned()
+                    .collect();
+                Box::new(SweepSummary::of(&outside))
+            }),
             known_classes: known,
         }
     }
@@ -448,8 +459,28 @@ pub fn render(report: &SweepReport) -> String {
         );
     }
     let s = &report.summary;
-    let n = s.scenarios.max(1) as f64;
     let _ = writeln!(o, "summary over {} scenarios:", s.scenarios);
+    render_bars(&mut o, s);
+    for (class, count, lowest) in &s.known_classes {
+        let _ = writeln!(
+            o,
+            "  known class \"{class}\": {count} scenario(s), lowest mptun / best path {lowest:.2}"
+        );
+    }
+    if let Some(outside) = &s.outside_known_classes {
+        let _ = writeln!(
+            o,
+            "summary over the {} scenarios in no known class:",
+            outside.scenarios
+        );
+        render_bars(&mut o, outside);
+    }
+    o
+}
+
+/// Render the bars' figures of a summary, a line each.
+fn render_bars(o: &mut String, s: &SweepSummary) {
+    let n = s.scenarios.max(1) as f64;
     if let Some((ratio, number)) = s.min_ratio_to_best {
         let _ = writeln!(
             o,
@@ -480,13 +511,6 @@ pub fn render(report: &SweepReport) -> String {
         s.scenarios,
         100.0 * s.hold_within_spread as f64 / n
     );
-    for (class, count, lowest) in &s.known_classes {
-        let _ = writeln!(
-            o,
-            "  known class \"{class}\": {count} scenario(s), lowest mptun / best path {lowest:.2}"
-        );
-    }
-    o
 }
 
 #[cfg(test)]
@@ -593,27 +617,38 @@ mod tests {
         }
     }
 
+    /// A result of mptun at 100 Mbit/s with these ratios, the paths 10
+    /// ms apart, in no known class.
+    fn result(
+        number: usize,
+        fraction: f64,
+        best: f64,
+        mptcp: f64,
+        wireguard: f64,
+        hold: f64,
+    ) -> SweepResult {
+        SweepResult {
+            number,
+            scenario: draw(1, 1).remove(0),
+            mptun_mbps: 100.0,
+            sum_mbps: 100.0 / fraction,
+            best_path_mbps: 100.0 / best,
+            mptcp_wireguard_mbps: Some(100.0 / mptcp),
+            wireguard_best_mbps: Some(100.0 / wireguard),
+            fraction_of_sum: fraction,
+            ratio_to_best: best,
+            ratio_to_mptcp_wireguard: Some(mptcp),
+            ratio_to_wireguard_best: Some(wireguard),
+            hold_p99_steady_ms: Some(hold),
+            delay_spread_ms: 10.0,
+            known_class: None,
+            steal_pct: None,
+            systems: Vec::new(),
+        }
+    }
+
     #[test]
     fn the_summary_takes_quantiles_and_the_worst_case() {
-        let result =
-            |number, fraction: f64, best: f64, mptcp: f64, wireguard: f64, hold: f64| SweepResult {
-                number,
-                scenario: draw(1, 1).remove(0),
-                mptun_mbps: 100.0,
-                sum_mbps: 100.0 / fraction,
-                best_path_mbps: 100.0 / best,
-                mptcp_wireguard_mbps: Some(100.0 / mptcp),
-                wireguard_best_mbps: Some(100.0 / wireguard),
-                fraction_of_sum: fraction,
-                ratio_to_best: best,
-                ratio_to_mptcp_wireguard: Some(mptcp),
-                ratio_to_wireguard_best: Some(wireguard),
-                hold_p99_steady_ms: Some(hold),
-                delay_spread_ms: 10.0,
-                known_class: None,
-                steal_pct: None,
-                systems: Vec::new(),
-            };
         let results: Vec<SweepResult> = (1..=10)
             .map(|i| {
                 let f = i as f64 / 10.0;
@@ -628,6 +663,7 @@ mod tests {
             })
             .collect();
         let s = SweepSummary::of(&results);
+        assert!(s.outside_known_classes.is_none(), "no known class");
         assert_eq!(s.median_fraction_of_sum, Some(0.5));
         assert_eq!(s.p10_fraction_of_sum, Some(0.1));
         assert_eq!(s.min_ratio_to_best, Some((1.1, 1)));
@@ -635,5 +671,46 @@ mod tests {
         assert_eq!(s.at_least_095_of_wireguard_best, 6);
         assert_eq!(s.wireguard_best_measured, 10);
         assert_eq!(s.hold_within_spread, 5);
+    }
+
+    #[test]
+    fn the_summary_gives_the_bars_outside_the_known_classes_apart() {
+        // Rows 1-3 in a known class and far under the bars, 4-6 over them.
+        let results: Vec<SweepResult> = (1..=6)
+            .map(|i| {
+                let over = i > 3;
+                let mut r = if over {
+                    result(i, 0.95, 1.2, 1.1, 1.1, 12.0)
+                } else {
+                    result(i, 0.3, 0.4, 0.5, 0.4, 80.0)
+                };
+                r.known_class = (!over).then(|| "rtt skew with inner bbr".to_string());
+                r
+            })
+            .collect();
+        let s = SweepSummary::of(&results);
+        assert_eq!(s.at_least_095_of_best, 3);
+        assert_eq!(
+            s.known_classes,
+            vec![("rtt skew with inner bbr".to_string(), 3, 0.4)]
+        );
+        let outside = s.outside_known_classes.as_deref().expect("rows outside");
+        assert_eq!(outside.scenarios, 3);
+        assert_eq!(outside.min_ratio_to_best, Some((1.2, 4)));
+        assert_eq!(outside.at_least_095_of_best, 3);
+        assert_eq!(outside.median_fraction_of_sum, Some(0.95));
+        assert_eq!(outside.at_or_above_mptcp_wireguard, 3);
+        assert_eq!(outside.hold_within_spread, 3);
+        assert!(outside.outside_known_classes.is_none());
+        let text = render(&SweepReport {
+            seed: 1,
+            results,
+            failed: Vec::new(),
+            summary: s,
+        });
+        assert!(
+            text.contains("summary over the 3 scenarios in no known class:\n  mptun / best path: lowest 1.20 (#4); at least 0.95 in 3 of 3"),
+            "{text}"
+        );
     }
 }
