@@ -925,6 +925,9 @@ impl Endpoint {
         sent: Sent,
     ) -> Trailer {
         let charged = self.paths.charge(now, path, seq, len, sent.repair);
+        if sent.held && !sent.repair {
+            self.paths.note_held_sent(now);
+        }
         Trailer {
             seq,
             path_seq: charged.path_seq,

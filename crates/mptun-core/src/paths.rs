@@ -73,6 +73,10 @@ const TCP_SPREAD_MEMORY: Duration = Duration::from_secs(2);
 /// have to join them where it raises how long TCP is held (see
 /// [`PathTable::tcp_paths`]).
 const TCP_JOIN_MARGIN: f64 = 1.3;
+/// How many times the round trip a TCP flow knows a path may make it by
+/// joining TCP (see [`PathTable::tcp_paths`]): BBR keeps twice its rate
+/// times its least round trip in flight, and no more.
+const TCP_JOIN_MAX_RISE: f64 = 2.0;
 /// Loss below which a path counts as clean.
 pub(crate) const LOSS_CLEAN: f64 = 0.002;
 /// Packets a path must have carried before its loss is judged...
@@ -122,6 +126,9 @@ pub(crate) struct PathTable {
     /// it sent before that and that arrives after, on a farther path, says
     /// what it did before.
     peer_spread_sent_us: Option<u64>,
+    /// When we last sent a TCP segment the peer holds, not as a repair: a
+    /// TCP flow is under way while that is recent.
+    held_sent_at: Option<Instant>,
 }
 
 impl PathTable {
@@ -133,6 +140,7 @@ impl PathTable {
             events: VecDeque::new(),
             peer_spread_paths: PathSet::default(),
             peer_spread_sent_us: None,
+            held_sent_at: None,
         }
     }
 
@@ -288,7 +296,14 @@ impl PathTable {
     /// window sized for the shorter one, which CUBIC past slow start grows
     /// back slowly and BBR not until its least round trip expires, so a
     /// path near the limit, admitted and dropped as the near path's queue
-    /// moves the round trip, costs more than it adds.
+    /// moves the round trip, costs more than it adds. Nor does a path join
+    /// where the least round trip with the hold it brings would be more
+    /// than [`TCP_JOIN_MAX_RISE`] times the least round trip with the hold
+    /// now, however big it is: BBR measured its least round trip with the
+    /// hold of the paths it had, keeps it ten seconds, and past twice it
+    /// is held to a fraction of its rate by its own window. A path TCP
+    /// took from the flow's start is in the round trip the flow measured,
+    /// and stays; with no TCP under way, any path may join.
     pub fn tcp_paths(&self, now: Instant, usable: PathSet) -> PathSet {
         let delivery = |id: PathId| &self.paths[id.index()].delivery;
         let credit = |id: PathId| delivery(id).capacity_or_trains();
@@ -311,6 +326,12 @@ impl PathTable {
         let base_min = base_min(&self.paths);
         let above = |id: PathId| self.paths[id.index()].base_above(base_min);
         let held_us = self.tcp_spread_us(now);
+        let flow_base_us = self
+            .held_sent_at
+            .is_some_and(|at| now.saturating_duration_since(at) < TCP_SPREAD_MEMORY)
+            .then(|| self.least_base_round_trip())
+            .flatten()
+            .map(|rtt| rtt.as_micros() as f64);
         let mut set = PathSet::default();
         for id in big.iter() {
             let others_above = big
@@ -325,7 +346,10 @@ impl PathTable {
             // By more than a millisecond.
             let raises_hold = above(id) > held_us + 1000.0;
             let joins = if raises_hold { TCP_JOIN_MARGIN } else { 1.0 };
-            if own >= joins * TCP_SMALL_SHARE * rise.max(1.0).sqrt() * others {
+            let too_far = raises_hold
+                && flow_base_us
+                    .is_some_and(|base| base + above(id) > TCP_JOIN_MAX_RISE * (base + held_us));
+            if !too_far && own >= joins * TCP_SMALL_SHARE * rise.max(1.0).sqrt() * others {
                 set.insert(id);
             }
         }
@@ -1000,6 +1024,12 @@ impl PathTable {
             .filter_map(|p| p.base_rtt.min())
             .min()
             .map(|us| Duration::from_micros(us.max(0) as u64))
+    }
+
+    /// Note that a TCP segment the peer holds was sent at `now`, not as a
+    /// repair (see [`tcp_paths`](Self::tcp_paths)).
+    pub fn note_held_sent(&mut self, now: Instant) {
+        self.held_sent_at = Some(now);
     }
 
     /// Return the paths to send a NACK on: the two with the shortest round

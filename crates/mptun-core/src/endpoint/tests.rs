@@ -1630,13 +1630,12 @@ fn a_big_path_measured_behind_a_deep_queue_counts_at_that_not_at_its_trains() {
 
 #[test]
 fn a_far_path_joins_tcp_only_with_a_margin_over_what_keeps_it_there() {
-    // Lab sweep seed 2929, #22: 69 Mbit/s 67 ms beyond a 191 Mbit/s path,
-    // near the share the round trip's rise asks of it. It joined TCP as
-    // the near path's queue raised its round trip mid-flow, and the hold
-    // went from 0 to 67 ms under a window sized for 6: BBR fell to 20
-    // Mbit/s, CUBIC to 30-60. Joining asks 1.3 times the share staying
-    // does.
-    let mut pair = Pair::new(&[3, 70]);
+    // A path near the share the round trip's rise asks of it, admitted
+    // and dropped as the near path's queue moves the round trip, raises
+    // and lowers the hold under the flow's window: joining asks 1.3 times
+    // the share staying does. Here 15 ms beyond a 40 ms round trip, a
+    // rise of 1.375: staying asks 0.117 of the near path, joining 0.152.
+    let mut pair = Pair::new(&[20, 35]);
     pair.run(0, 2000);
     let set_trains = |pair: &mut Pair, far: f64| {
         let paths = pair.a.paths.as_mut_slice();
@@ -1660,15 +1659,53 @@ fn a_far_path_joins_tcp_only_with_a_margin_over_what_keeps_it_there() {
     assert_eq!(far_share(&mut pair, 2000), 0);
     pair.run(2000, 4500);
     assert_eq!(far_share(&mut pair, 4500), 0);
-    // 0.4 of the near path: enough to stay (0.35 for a twelvefold round
-    // trip), not to join.
-    set_trains(&mut pair, 9.6e6);
+    // 0.133 of the near path: enough to stay, not to join.
+    set_trains(&mut pair, 3.2e6);
     assert_eq!(far_share(&mut pair, 4600), 0);
-    // Half of it joins, and at 0.4 again stays.
-    set_trains(&mut pair, 12e6);
+    // 0.167 joins, and at 0.133 again stays.
+    set_trains(&mut pair, 4e6);
     assert!(far_share(&mut pair, 4700) > 0);
-    set_trains(&mut pair, 9.6e6);
+    set_trains(&mut pair, 3.2e6);
     assert!(far_share(&mut pair, 4800) > 0);
+}
+
+#[test]
+fn a_far_path_that_would_more_than_double_the_round_trip_joins_tcp_only_from_the_start() {
+    // Lab sweep seed 8761, #3, BBR: 35 Mbit/s 60.5 ms beyond a 111
+    // Mbit/s path at 2 ms. Where the far path was among TCP's paths from
+    // the flow's start, BBR measured its least round trip with the hold
+    // in it and made 116-121 Mbit/s. Where it joined mid-flow (the near
+    // path's smoothed round trip, risen from 4 to 17 ms in slow start's
+    // overshoot, let it) the hold went from 5 to 63 ms under BBR's window,
+    // twice its rate times the 4 ms round trip, and the flow fell to
+    // 25-56. Seed 2929, #22, the same: 69 Mbit/s 67 ms beyond 191 at 3
+    // ms, BBR at 20 Mbit/s. A path that would more than double the least
+    // round trip with the hold in it does not join; one TCP took from
+    // the start stays.
+    let mut pair = Pair::new(&[2, 62]);
+    pair.run(0, 2000);
+    let takes_tcp = |pair: &mut Pair, at: u64, far: f64| {
+        let now = pair.at(at);
+        let paths = &mut pair.a.paths;
+        let slice = paths.as_mut_slice();
+        slice[0].delivery.set_train_rate(Some(92e6));
+        slice[1].delivery.set_train_rate(Some(far));
+        paths.tcp_paths(now, paths.usable()).contains(PathId(1))
+    };
+    assert!(takes_tcp(&mut pair, 2000, 40e6));
+    let wait = |pair: &Pair| pair.b.equalize_wait().expect("measured").as_millis();
+    assert!((59..=61).contains(&wait(&pair)), "{}", wait(&pair));
+    // Kept off long enough that TCP is held to the near path only, it
+    // does not join a flow under way again at twice the share that would
+    // let it, and joins once no flow is.
+    assert!(!takes_tcp(&mut pair, 2000, 1e6));
+    pair.run(2000, 4500);
+    assert!(wait(&pair) < 2, "{}", wait(&pair));
+    assert!(!takes_tcp(&mut pair, 4500, 1e6));
+    pair.send_packet(pair.at(4500), tcp_segment(1200));
+    assert!(!takes_tcp(&mut pair, 4500, 90e6));
+    assert!(!takes_tcp(&mut pair, 6400, 90e6));
+    assert!(takes_tcp(&mut pair, 6600, 90e6));
 }
 
 #[test]
