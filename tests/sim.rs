@@ -812,13 +812,11 @@ impl Sim {
                     next = next.min(due);
                 }
             }
-            for t in [
-                wire.next_due(),
-                a.endpoint.poll_timeout(),
-                b.endpoint.poll_timeout(),
-            ]
-            .into_iter()
-            .flatten()
+            // Nothing below touches either endpoint before its timers run.
+            let timers = [a.endpoint.poll_timeout(), b.endpoint.poll_timeout()];
+            for t in [wire.next_due(), timers[0], timers[1]]
+                .into_iter()
+                .flatten()
             {
                 next = next.min(t.max(now));
             }
@@ -854,8 +852,8 @@ impl Sim {
             }
 
             // Timers on both sides.
-            for site in [&mut a, &mut b] {
-                if site.endpoint.poll_timeout().is_some_and(|t| t <= now) {
+            for (site, timer) in [&mut a, &mut b].into_iter().zip(timers) {
+                if timer.is_some_and(|t| t <= now) {
                     site.endpoint.handle_timeout(now);
                 }
             }
@@ -877,23 +875,23 @@ impl Sim {
 
             // Arrivals, one batch per path and side; what a cut link had in
             // flight is lost.
-            let due = wire.take_due(now);
+            let mut arrivals: [Vec<Vec<PacketBuf>>; 2] = Default::default();
+            for side in &mut arrivals {
+                side.resize_with(n, Vec::new);
+            }
+            for (to_b_side, p, epoch, buf) in wire.take_due(now) {
+                let links = if to_b_side { &to_b } else { &to_a };
+                if epoch == links[p.index()].epoch() {
+                    arrivals[usize::from(to_b_side)][p.index()].push(buf);
+                }
+            }
             for to_b_side in [true, false] {
-                for i in 0..n {
-                    let links = if to_b_side { &to_b } else { &to_a };
-                    let mut batch: Vec<PacketBuf> = due
-                        .iter()
-                        .filter(|(t, p, epoch, _)| {
-                            *t == to_b_side && p.index() == i && *epoch == links[i].epoch()
-                        })
-                        .map(|(_, _, _, buf)| buf.clone())
-                        .collect();
+                for (i, batch) in arrivals[usize::from(to_b_side)].iter_mut().enumerate() {
                     if batch.is_empty() {
                         continue;
                     }
                     let site = if to_b_side { &mut b } else { &mut a };
-                    site.endpoint
-                        .handle_datagrams(now, PathId(i as u8), &mut batch);
+                    site.endpoint.handle_datagrams(now, PathId(i as u8), batch);
                 }
             }
 
