@@ -594,7 +594,8 @@ struct BbrAck {
 /// not modelled.
 struct Bbr {
     mode: BbrMode,
-    /// Delivery-rate samples (packets/s) with the round each was taken in.
+    /// The largest delivery-rate sample (packets/s) of each of the last
+    /// rounds, with its round.
     bw_samples: VecDeque<(u64, f64)>,
     round: u64,
     next_round_delivered: u64,
@@ -768,7 +769,10 @@ impl Bbr {
             if valid {
                 let rate =
                     self.delivered.saturating_sub(p.delivered) as f64 / interval.as_secs_f64();
-                self.bw_samples.push_back((self.round, rate));
+                match self.bw_samples.back_mut() {
+                    Some((r, max)) if *r == self.round => *max = max.max(rate),
+                    _ => self.bw_samples.push_back((self.round, rate)),
+                }
             }
             let round = self.round;
             self.bw_samples.retain(|&(r, _)| r + BBR_BW_ROUNDS > round);
