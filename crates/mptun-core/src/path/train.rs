@@ -21,6 +21,13 @@
 //! train, whose rate stands for the path's, did, one more follows once the
 //! jitter is measured, long enough to span twice the jitter at the initial
 //! guess, and its rate stands for the path's instead.
+//!
+//! A host that stalls the sender or the receiver for a few milliseconds
+//! mid-train (a busy or oversubscribed machine) spreads or bunches its
+//! arrivals: a 100 Mbit/s path whose short trains read 96 and 97 Mbit/s
+//! read 48 on its long one. Where the long train reads below the fastest
+//! short one, one of them was disturbed, and a second long train is sent;
+//! the higher of the two stands.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -49,6 +56,9 @@ const TRAIN_JITTER_STEPS: f64 = 3.0;
 const LONG_TRAIN_JITTER_STEPS: f64 = 2.0 * TRAIN_JITTER_STEPS;
 /// Most packets in the long train (563 KB): enough for ±11 ms of jitter.
 const LONG_TRAIN_MAX_PACKETS: u16 = 512;
+/// Long trains sent at most when a session comes up: the second only
+/// where the first read below the fastest short train.
+const LONG_TRAINS: u8 = 2;
 /// How long after a long train was sent our probes may still wait behind
 /// it: on a slow path, as long as the path's queue holds.
 const LONG_TRAIN_DRAIN: Duration = Duration::from_millis(200);
@@ -66,13 +76,15 @@ pub(crate) struct OurTrains {
     /// When the last train was sent, and until when a packet sent after it
     /// may wait behind it.
     delaying: Option<(Instant, Instant)>,
-    /// Whether the long train was sent since the session came up.
-    long_sent: bool,
-    /// The number of the last long train sent.
-    long_number: Option<u32>,
+    /// Long trains sent since the session came up.
+    longs_sent: u8,
+    /// The number of the first long train sent since the session came up:
+    /// every train after it is long too.
+    first_long: Option<u32>,
     /// The last train the peer's report was taken for.
     reported: u32,
-    /// How the last few trains reported arrived, oldest first.
+    /// How the last trains reported arrived (a session's worth), oldest
+    /// first.
     arrived: VecDeque<Arrived>,
 }
 
@@ -96,7 +108,8 @@ impl OurTrains {
         self.left = TRAINS;
         self.next_at = Some(now);
         self.next_packets = TRAIN_PACKETS;
-        self.long_sent = false;
+        self.longs_sent = 0;
+        self.first_long = None;
     }
 
     /// Send no more (no session).
@@ -113,7 +126,7 @@ impl OurTrains {
         self.next_at = (self.left > 0).then(|| now + TRAIN_GAP);
         let packets = self.next_packets;
         let drain = if packets > TRAIN_PACKETS {
-            self.long_number = Some(self.sent);
+            self.first_long.get_or_insert(self.sent);
             LONG_TRAIN_DRAIN
         } else {
             TRAIN_GAP
@@ -123,18 +136,23 @@ impl OurTrains {
         (self.sent, packets)
     }
 
-    /// Send the long train now if a train reported so far crossed the path
-    /// within its measured jitter of `jitter_us` (the fastest, whose rate
-    /// stands for the path's, did), and none is still to be sent. Slower
+    /// Send a long train now, if none is still to be sent: the first if a
+    /// train reported so far crossed the path within its measured jitter of
+    /// `jitter_us` (the fastest, whose rate stands for the path's, did), a
+    /// second if the first read below the fastest short train. Slower
     /// trains prove nothing: the mean of the first steps understates the
     /// jitter, and a train spread by all of it reads slower still.
     pub fn lengthen_for_jitter(&mut self, now: Instant, jitter_us: f64) {
         let within_jitter = |t: &Arrived| f64::from(t.span_us) <= TRAIN_JITTER_STEPS * jitter_us;
-        if self.long_sent
-            || self.left > 0
-            || self.arrived.is_empty()
-            || !self.arrived.iter().any(within_jitter)
-        {
+        let wanted = match self.longs_sent {
+            0 => self.arrived.iter().any(within_jitter),
+            n if n < LONG_TRAINS => self
+                .highest(true)
+                .zip(self.highest(false))
+                .is_some_and(|(long, short)| long < short),
+            _ => false,
+        };
+        if !wanted || self.left > 0 {
             return;
         }
         let bytes = INITIAL_RATE * LONG_TRAIN_JITTER_STEPS * jitter_us / 1e6;
@@ -144,7 +162,7 @@ impl OurTrains {
         } else {
             (packets as u16).max(TRAIN_PACKETS)
         };
-        self.long_sent = true;
+        self.longs_sent = self.longs_sent.saturating_add(1);
         self.left = 1;
         self.next_at = Some(now);
     }
@@ -168,30 +186,32 @@ impl OurTrains {
         if probe.train_span_us == 0 || probe.train_bytes == 0 {
             return false; // read in one batch
         }
-        if self.arrived.len() > TRAINS as usize {
+        if self.arrived.len() >= TRAINS as usize + usize::from(LONG_TRAINS) {
             self.arrived.pop_front();
         }
         self.arrived.push_back(Arrived {
             rate: f64::from(probe.train_bytes) * 1e6 / f64::from(probe.train_span_us),
             span_us: probe.train_span_us,
-            long: self.long_number == Some(number),
+            long: self.first_long.is_some_and(|first| number >= first),
         });
         true
     }
 
-    /// Return the rate our trains arrived at, bytes per second: the long
-    /// train's if it was reported (however short its span: sized by the
-    /// jitter, it then arrived at twice the initial guess or more), else
-    /// the highest of the others'.
+    /// Return the rate our trains arrived at, bytes per second: the highest
+    /// of the long trains' if one was reported (however short its span:
+    /// sized by the jitter, it then arrived at twice the initial guess or
+    /// more), else the highest of the others'.
     pub fn rate(&self) -> Option<f64> {
-        let highest = |long: bool| {
-            self.arrived
-                .iter()
-                .filter(|t| t.long == long)
-                .map(|t| t.rate)
-                .reduce(f64::max)
-        };
-        highest(true).or_else(|| highest(false))
+        self.highest(true).or_else(|| self.highest(false))
+    }
+
+    /// Return the highest rate of the long trains reported, or of the short.
+    fn highest(&self, long: bool) -> Option<f64> {
+        self.arrived
+            .iter()
+            .filter(|t| t.long == long)
+            .map(|t| t.rate)
+            .reduce(f64::max)
     }
 }
 
@@ -506,9 +526,64 @@ mod tests {
         // stands for the path, not the short ones.
         assert!(ours.take_report(&report(4, 225_000, 8_000)));
         assert_eq!(ours.rate(), Some(28.125e6));
-        // Once a session.
+        // Once a session: it read above the short ones.
         ours.lengthen_for_jitter(now, 3_000.0);
         assert_eq!(ours.next_at(), None);
+    }
+
+    /// Return `OurTrains` whose three short trains read `short` (spans, µs,
+    /// of 16.5 KB) and whose first long train, of 35 packets, has been sent
+    /// on a path with 0.5 ms of measured jitter.
+    fn long_train_sent(now: Instant, short: [u32; 3]) -> OurTrains {
+        let mut ours = OurTrains::default();
+        ours.start(now);
+        for (number, span_us) in (1..).zip(short) {
+            ours.send(now);
+            assert!(ours.take_report(&Probe {
+                train_number: number,
+                train_bytes: 16_500,
+                train_span_us: span_us,
+                ..Probe::default()
+            }));
+        }
+        ours.lengthen_for_jitter(now, 500.0);
+        assert_eq!(ours.send(now), (4, 35));
+        ours
+    }
+
+    fn long_report(number: u32, span_us: u32) -> Probe {
+        Probe {
+            train_number: number,
+            train_bytes: 34 * TRAIN_PACKET_LEN as u32,
+            train_span_us: span_us,
+            ..Probe::default()
+        }
+    }
+
+    #[test]
+    fn a_long_train_read_below_the_short_ones_is_sent_again_and_the_higher_stands() {
+        // A 100 Mbit/s path, 0.5 ms of jitter from a busy host: its short
+        // trains read 96, 97 and 95 Mbit/s, its first long train was held
+        // up mid-way and read 50.
+        let now = crate::tests::t0();
+        let mut ours = long_train_sent(now, [1_375, 1_361, 1_390]);
+        assert!(ours.take_report(&long_report(4, 5_984)));
+        assert_eq!(ours.rate(), Some(6.25e6), "the long train stands");
+        let later = now + LONG_TRAIN_DRAIN;
+        ours.lengthen_for_jitter(later, 500.0);
+        assert_eq!(ours.send(later), (5, 35), "a second long train");
+        assert!(ours.take_report(&long_report(5, 2_992)));
+        assert_eq!(ours.rate(), Some(12.5e6), "the higher long train stands");
+        // Two at most, whatever they read.
+        ours.lengthen_for_jitter(later, 500.0);
+        assert_eq!(ours.next_at(), None);
+
+        // Had it been the second that was held up, the first stands.
+        let mut ours = long_train_sent(now, [1_375, 1_361, 1_390]);
+        assert!(ours.take_report(&long_report(4, 2_992)));
+        ours.lengthen_for_jitter(later, 500.0);
+        assert_eq!(ours.next_at(), None, "read above the short ones");
+        assert_eq!(ours.rate(), Some(12.5e6));
     }
 
     #[test]
