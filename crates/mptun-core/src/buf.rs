@@ -7,6 +7,8 @@
 //! [`BufPool`] instead of being freed, so nothing is allocated per packet
 //! once the pool is warm.
 
+use std::time::Instant;
+
 /// An owned packet in a buffer that keeps room in front of it.
 ///
 /// The packet is `bytes[head..]`. The room before it lets the I/O edge put
@@ -16,6 +18,9 @@
 pub struct PacketBuf {
     bytes: Vec<u8>,
     head: usize,
+    /// When the datagram the packet came in reached the receiving socket,
+    /// if the socket said.
+    received: Option<Instant>,
 }
 
 impl PacketBuf {
@@ -24,7 +29,11 @@ impl PacketBuf {
     pub fn new(capacity: usize, head: usize) -> Self {
         let mut bytes = Vec::with_capacity(capacity.max(head));
         bytes.resize(head, 0);
-        PacketBuf { bytes, head }
+        PacketBuf {
+            bytes,
+            head,
+            received: None,
+        }
     }
 
     /// A packet copied from `packet`, with no room in front.
@@ -32,6 +41,7 @@ impl PacketBuf {
         PacketBuf {
             bytes: packet.to_vec(),
             head: 0,
+            received: None,
         }
     }
 
@@ -39,7 +49,11 @@ impl PacketBuf {
     /// its length).
     pub fn from_vec(bytes: Vec<u8>, head: usize) -> Self {
         let head = head.min(bytes.len());
-        PacketBuf { bytes, head }
+        PacketBuf {
+            bytes,
+            head,
+            received: None,
+        }
     }
 
     /// Return the whole buffer, room in front included, and where the
@@ -78,6 +92,20 @@ impl PacketBuf {
         self.bytes.clear();
         self.bytes.resize(head, 0);
         self.head = head;
+        self.received = None;
+    }
+
+    /// Return when the datagram the packet came in reached the receiving
+    /// socket, if the socket said: earlier than the endpoint is handed it
+    /// by however long it waited in the socket's buffer and for the
+    /// process to be scheduled.
+    pub fn received(&self) -> Option<Instant> {
+        self.received
+    }
+
+    /// Say when the datagram the packet came in reached the socket.
+    pub fn set_received(&mut self, at: Option<Instant>) {
+        self.received = at;
     }
 
     /// Append `bytes` to the packet.

@@ -364,7 +364,10 @@ impl Endpoint {
                     self.pool.put(buf);
                 }
                 Ok((Kind::Train, _, buf)) => {
-                    self.handle_train(now, path, &buf);
+                    // A train's spacing is the path's only as the socket
+                    // saw it: this process reads at its own pace.
+                    let at = buf.received().filter(|&t| t <= now).unwrap_or(now);
+                    self.handle_train(at, path, &buf);
                     self.pool.put(buf);
                 }
                 Ok((Kind::Parity, _, buf)) => {

@@ -137,6 +137,7 @@ impl PathSocket for FakeSocket {
                 len: datagram.len(),
                 stride: datagram.len(),
                 from,
+                received: None,
             };
             n += 1;
             if n < bufs.len().min(meta.len()) {

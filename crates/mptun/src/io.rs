@@ -6,6 +6,7 @@
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
+use std::time::SystemTime;
 
 use mptun_core::{BufPool, PacketBuf};
 
@@ -39,6 +40,8 @@ pub struct RecvMeta {
     pub stride: usize,
     /// The sender.
     pub from: SocketAddr,
+    /// When the kernel received it, by the wall clock, if it says.
+    pub received: Option<SystemTime>,
 }
 
 impl RecvMeta {
@@ -50,6 +53,7 @@ impl RecvMeta {
             std::net::Ipv4Addr::UNSPECIFIED,
             0,
         )),
+        received: None,
     };
 }
 

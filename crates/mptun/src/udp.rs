@@ -8,6 +8,7 @@
 use std::io::{self, IoSliceMut};
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
+use std::time::SystemTime;
 
 use quinn_udp::{Transmit, UdpSocketState};
 use tokio::io::Interest;
@@ -107,6 +108,7 @@ impl PathSocket for UdpPath {
                 len: m.len,
                 stride: m.stride,
                 from: m.addr,
+                received: m.timestamp.map(|t| SystemTime::UNIX_EPOCH + t),
             };
         }
         Ok(n)
@@ -183,5 +185,31 @@ mod tests {
             }
         }
         assert_eq!(got, want);
+    }
+
+    #[tokio::test]
+    async fn a_datagram_says_when_the_kernel_received_it_not_when_it_was_read() {
+        let (a, b) = (bound(), bound());
+        let mut bufs = vec![vec![0; MAX_PACKET]; 1];
+        let mut meta = vec![RecvMeta::EMPTY; 1];
+        let wait = std::time::Duration::from_millis(20);
+        // The kernel turns stamping on arrival on in deferred work once a
+        // socket first asks, and until then stamps a datagram as it is
+        // read: the first few may say nothing of the wait.
+        let mut waited = Vec::new();
+        for _ in 0..20 {
+            a.send(b.local_addr().unwrap(), &datagram(0, 100), 100)
+                .await
+                .unwrap();
+            // On loopback the datagram is in b's buffer once the send returns.
+            tokio::time::sleep(wait).await;
+            assert_eq!(b.recv(&mut bufs, &mut meta).await.unwrap(), 1);
+            let received = meta[0].received.expect("a receive time");
+            waited.push(SystemTime::now().duration_since(received).unwrap());
+            if waited.last() >= Some(&wait) {
+                return;
+            }
+        }
+        panic!("read {wait:?} after the send, received: {waited:?} before");
     }
 }

@@ -310,6 +310,47 @@ fn each_path_sends_three_trains_when_its_session_comes_up() {
 }
 
 #[test]
+fn a_train_handed_over_late_in_one_batch_is_timed_as_the_socket_received_it() {
+    // B's process stalled while A's first train on path 0 arrived, 100 µs
+    // apart, and read all sixteen packets in one batch 20 ms later.
+    let mut pair = Pair::new(&[5, 30]);
+    let t0 = pair.at(0);
+    pair.a.handle_timeout(t0);
+    let mut out = Vec::new();
+    let mut train = Vec::new();
+    while let Some(path) = pair.a.poll_transmit(&mut out) {
+        train.extend(
+            out.drain(..)
+                .filter(|b| path == PathId(0) && trailer_of(b).kind == Kind::Train),
+        );
+    }
+    assert_eq!(train.len(), 16);
+    let len = train[0].len() - TRAILER_LEN;
+    for (i, buf) in (0u64..).zip(train.iter_mut()) {
+        buf.set_received(Some(t0 + 5 * MS + Duration::from_micros(100 * i)));
+    }
+    let handed = t0 + 25 * MS;
+    pair.b.handle_datagrams(handed, PathId(0), &mut train);
+    // B's next probe on the path reports the train as it arrived.
+    let mut report = None;
+    for ms in 25..200 {
+        pair.b.handle_timeout(pair.at(ms));
+        while let Some(path) = pair.b.poll_transmit(&mut out) {
+            for buf in out.drain(..) {
+                let (trailer, body) = Trailer::decode_suffix(buf.packet()).expect("a trailer");
+                if path == PathId(0) && trailer.kind == Kind::Probe {
+                    let probe = Probe::decode(&buf.packet()[..body]).expect("a probe");
+                    report = report.or((probe.train_number == 1).then_some(probe));
+                }
+            }
+        }
+    }
+    let probe = report.expect("the train reported");
+    assert_eq!(probe.train_bytes, 15 * len as u32);
+    assert_eq!(probe.train_span_us, 1500);
+}
+
+#[test]
 fn a_cut_path_is_down_within_300_ms_and_back_when_restored() {
     let mut pair = Pair::new(&[5, 30]);
     pair.run(0, 1000);

@@ -361,3 +361,16 @@ async fn paths_added_and_removed_live_carry_the_flow_in_order() {
     assert!(sent_after >= sent_before + 3000);
     assert_eq!(sa.tun.dropped_path_queue_full, 0, "{:?}", sa.tun);
 }
+
+#[test]
+fn a_datagram_s_receive_time_is_as_long_before_now_as_the_wall_clock_says() {
+    let wall = std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+    let now = now();
+    let at = |received| worker::received_at(received, (wall, now));
+    let waited = Duration::from_micros(2_500);
+    assert_eq!(at(Some(wall - waited)), Some(now - waited));
+    assert_eq!(at(Some(wall)), Some(now));
+    // Stamped after the clock was read: stepped back since; none said.
+    assert_eq!(at(Some(wall + waited)), None);
+    assert_eq!(at(None), None);
+}

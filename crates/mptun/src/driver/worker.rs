@@ -4,7 +4,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime};
 
 use mptun_core::{BufPool, PacketBuf, PathId};
 use mptun_wg::{Opened, PathSession};
@@ -260,6 +260,7 @@ impl<S: PathSocket> PathWorker<S> {
         let mut opened = std::mem::take(&mut state.spare);
         opened.clear();
         let room = self.buf_capacity.saturating_sub(HEADROOM);
+        let clocks = (SystemTime::now(), now());
         for (buf, m) in bufs.iter().zip(meta) {
             let from = SocketAddr::new(m.from.ip().to_canonical(), m.from.port());
             let stride = m.stride.max(1);
@@ -275,6 +276,7 @@ impl<S: PathSocket> PathWorker<S> {
                 match result {
                     Opened::Plaintext { len } => {
                         plaintext.set_len(len);
+                        plaintext.set_received(received_at(m.received, clocks));
                         opened.push(plaintext);
                         self.learn_endpoint(state, from);
                     }
@@ -372,4 +374,15 @@ struct SealedRun {
     end: usize,
     segment: usize,
     count: usize,
+}
+
+/// Return when a datagram the kernel received at `received` by the wall
+/// clock arrived by ours, given the two clocks read together: none if the
+/// kernel did not say, or the wall clock was stepped back since.
+pub(super) fn received_at(
+    received: Option<SystemTime>,
+    (wall, now): (SystemTime, Instant),
+) -> Option<Instant> {
+    let waited = wall.duration_since(received?).ok()?;
+    now.checked_sub(waited)
 }
