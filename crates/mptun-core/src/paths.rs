@@ -47,6 +47,13 @@ const LOSS_BEYOND_REPAIR_SURE: f64 = 0.005;
 /// ...below it, over as many as the estimate follows: a loss of a few per
 /// thousand is told from a clean path's only over thousands of packets.
 const LOSS_FEW_MIN_PACKETS: u64 = LOSS_MEMORY_PACKETS as u64;
+/// A lossy path is set aside only for clean paths that carry at least this
+/// part of its capacity together. Beside clean paths far smaller it still
+/// carries more than they do: most of its rate for a BBR flow, which does
+/// not read loss as congestion, and more than the small paths give even a
+/// loss-based one. Beside clean paths worth half of it, a loss-based flow
+/// is better off without it.
+const SET_ASIDE_FOR_CLEAN_SHARE: f64 = 0.25;
 /// How much longer than the paths' delay spread the packets behind a lost
 /// one wait for its repair, and than a held TCP segment among them is held
 /// anyway (see [`crate::equalize`]): a repair within that costs the flow
@@ -692,15 +699,24 @@ impl PathTable {
             }
             random
         };
-        let another_clean = self.paths.iter().enumerate().any(|(j, q)| {
-            let (any_loss, any_packets) = q.delivery.any_loss();
-            j != i
-                && q.state() == PathState::Up
-                && ((q.delivery.loss() < LOSS_CLEAN
-                    && q.delivery.judged_packets() >= LOSS_MIN_PACKETS)
-                    || (any_loss < LOSS_CLEAN && any_packets >= LOSS_MIN_PACKETS))
-        });
-        if another_clean {
+        let clean_capacity: f64 = self
+            .paths
+            .iter()
+            .enumerate()
+            .filter(|&(j, q)| {
+                let (any_loss, any_packets) = q.delivery.any_loss();
+                j != i
+                    && q.state() == PathState::Up
+                    && ((q.delivery.loss() < LOSS_CLEAN
+                        && q.delivery.judged_packets() >= LOSS_MIN_PACKETS)
+                        || (any_loss < LOSS_CLEAN && any_packets >= LOSS_MIN_PACKETS))
+            })
+            .map(|(_, q)| q.delivery.capacity_or_trains())
+            .sum();
+        if clean_capacity > 0.0
+            && clean_capacity
+                >= SET_ASIDE_FOR_CLEAN_SHARE * self.paths[i].delivery.capacity_or_trains()
+        {
             self.paths[i].liveness.set_aside(now);
             self.set_state(i, PathState::SetAside, PathChange::SetAside { loss });
         }
