@@ -2407,8 +2407,9 @@ fn a_big_lossy_path_is_kept_where_the_clean_ones_are_far_smaller() {
     // a BBR flow the small path, into which BBR kept pacing at the big
     // one's rate for rounds: 76 Mbit/s in the lab against 223 for
     // WireGuard over the lossy path alone. Set aside only for clean paths
-    // worth a quarter of it (the far big lossy path of the test above,
-    // beside clean paths worth half of it, still is).
+    // worth a quarter of it (the far big lossy path of
+    // `a_lossy_path_whose_repairs_come_too_late_is_set_aside`, beside
+    // clean paths worth half of it, still is).
     let paths = [spec(19.0, 46.0, 1.5, 0.0), spec(325.0, 68.5, 4.0, 0.023)];
     for seed in [9631, 9632, 9633] {
         let r = run(
