@@ -2015,7 +2015,7 @@ fn assert_bulk_reaches_the_best_path(name: &str, seed: u64, paths: &[PathSpec], 
 /// lab's sweep measures it (slow start included), reaches 0.95 of the same
 /// transfer through WireGuard over the best of `paths` alone.
 fn assert_transfer_reaches_the_best_path(name: &str, seed: u64, paths: &[PathSpec], best: usize) {
-    let (all, alone) = flow_and_best_path(name, seed, paths, best, 0.5, 10.5);
+    let (all, alone) = flow_and_best_path(name, seed, paths, best, 0.5, 10.5, Cc::Cubic);
     assert!(
         all >= 0.95 * alone,
         "{name}: {all:.1} Mbit/s over {} paths, {alone:.1} over the best alone",
@@ -2027,12 +2027,12 @@ fn assert_transfer_reaches_the_best_path(name: &str, seed: u64, paths: &[PathSpe
 /// through the tunnel over `paths`, and of one through WireGuard over the
 /// best of them alone.
 fn bulk_and_best_path(name: &str, seed: u64, paths: &[PathSpec], best: usize) -> (f64, f64) {
-    flow_and_best_path(name, seed, paths, best, 5.0, 20.0)
+    flow_and_best_path(name, seed, paths, best, 5.0, 20.0, Cc::Cubic)
 }
 
 /// Return the goodput, Mbit/s from `from` to `to` seconds, of a flow
-/// through the tunnel over `paths`, and of one through WireGuard over the
-/// best of them alone.
+/// with congestion control `cc` through the tunnel over `paths`, and of
+/// one through WireGuard over the best of them alone.
 fn flow_and_best_path(
     name: &str,
     seed: u64,
@@ -2040,9 +2040,10 @@ fn flow_and_best_path(
     best: usize,
     from: f64,
     to: f64,
+    cc: Cc,
 ) -> (f64, f64) {
-    let all = run(name, Sim::window(seed, paths, to));
-    let alone = path_alone_window(seed, paths[best], to, &[], Baseline::WireGuard, Cc::Cubic);
+    let all = run(name, Sim::window_with(seed, paths, to, cc));
+    let alone = path_alone_window(seed, paths[best], to, &[], Baseline::WireGuard, cc);
     let (all, alone) = (all.mbps(from, to), alone.mbps(from, to));
     eprintln!("{name}: {all:.1} Mbit/s over all paths, {alone:.1} over the best alone");
     (all, alone)
@@ -2312,7 +2313,15 @@ fn a_big_jittery_path_is_measured_by_a_train_longer_than_its_jitter() {
         spec(303.0, 26.0, 4.5, 0.0),
     ];
     for seed in 1301..1304 {
-        let (all, alone) = flow_and_best_path("big jittery near path", seed, &paths, 2, 0.5, 10.5);
+        let (all, alone) = flow_and_best_path(
+            "big jittery near path",
+            seed,
+            &paths,
+            2,
+            0.5,
+            10.5,
+            Cc::Cubic,
+        );
         assert!(
             all >= 0.8 * alone,
             "seed {seed}: {all:.1} Mbit/s over the three paths, {alone:.1} over the big one alone"
@@ -2371,7 +2380,7 @@ fn a_small_path_beside_a_big_one_not_yet_filled_is_judged_by_the_big_one_s_train
         .clone()
         .filter(|&seed| {
             let (all, alone) =
-                flow_and_best_path("big far, small near", seed, &paths, 0, 1.0, 10.0);
+                flow_and_best_path("big far, small near", seed, &paths, 0, 1.0, 10.0, Cc::Cubic);
             all >= 0.9 * alone
         })
         .count();
@@ -2412,14 +2421,8 @@ fn a_big_lossy_path_is_kept_where_the_clean_ones_are_far_smaller() {
     // clean paths worth half of it, still is).
     let paths = [spec(19.0, 46.0, 1.5, 0.0), spec(325.0, 68.5, 4.0, 0.023)];
     for seed in [9631, 9632, 9633] {
-        let r = run(
-            "big lossy, bbr",
-            Sim::window_with(seed, &paths, 10.5, Cc::Bbr),
-        );
-        let alone = path_alone_window(seed, paths[1], 10.5, &[], Baseline::WireGuard, Cc::Bbr)
-            .mbps(0.5, 10.5);
-        let got = r.mbps(0.5, 10.5);
-        eprintln!("big lossy, seed {seed}: {got:.1} Mbit/s, {alone:.1} over the lossy path alone");
+        let (got, alone) =
+            flow_and_best_path("big lossy, bbr", seed, &paths, 1, 0.5, 10.5, Cc::Bbr);
         assert!(
             got >= 0.8 * alone,
             "seed {seed}: {got:.1} Mbit/s, {alone:.1} over the lossy path alone"
@@ -2690,11 +2693,7 @@ fn a_bbr_flow_over_two_equal_paths_gets_their_sum() {
     // delays, so the hold adds nothing BBR would read as a longer round trip.
     let paths = [spec(100.0, 20.0, 0.0, 0.0), spec(100.0, 20.0, 0.0, 0.0)];
     for seed in [1, 2, 3] {
-        let r = run("bbr equal", Sim::window_with(seed, &paths, 10.5, Cc::Bbr));
-        let alone = path_alone_window(seed, paths[0], 10.5, &[], Baseline::WireGuard, Cc::Bbr)
-            .mbps(0.5, 10.5);
-        let all = r.mbps(0.5, 10.5);
-        eprintln!("bbr equal, seed {seed}: {all:.1} Mbit/s over both, {alone:.1} over one");
+        let (all, alone) = flow_and_best_path("bbr equal", seed, &paths, 0, 0.5, 10.5, Cc::Bbr);
         assert!(
             all >= 1.8 * alone,
             "seed {seed}: {all:.1} Mbit/s, one path {alone:.1}"
@@ -2775,7 +2774,7 @@ fn a_lost_ack_whose_repair_cannot_come_in_time_holds_nothing_back() {
     let mut ratios: Vec<f64> = (501..510)
         .map(|seed| {
             let name = "near lossy, repairs slower than the spread";
-            let (all, alone) = flow_and_best_path(name, seed, &paths, 0, 0.5, 10.5);
+            let (all, alone) = flow_and_best_path(name, seed, &paths, 0, 0.5, 10.5, Cc::Cubic);
             all / alone
         })
         .collect();
@@ -2814,7 +2813,15 @@ fn a_far_jittery_path_does_not_end_slow_start_early() {
     // 12 draws, 1.12-1.37 in all of them held to the top of the jitter.
     let paths = [spec(42.0, 7.0, 0.0, 0.0), spec(121.0, 53.0, 5.0, 0.0)];
     for seed in 7181..7193 {
-        let (all, alone) = flow_and_best_path("far jittery big path", seed, &paths, 1, 0.5, 10.5);
+        let (all, alone) = flow_and_best_path(
+            "far jittery big path",
+            seed,
+            &paths,
+            1,
+            0.5,
+            10.5,
+            Cc::Cubic,
+        );
         assert!(
             all >= 0.85 * alone,
             "seed {seed}: {all:.1} Mbit/s over both paths, {alone:.1} over the big one alone"
@@ -3210,7 +3217,7 @@ fn a_near_lossy_path_s_losses_far_short_of_its_overflow_depth_are_repaired() {
     let seeds = [730124, 740124, 750124, 760124, 770124];
     let (mut all, mut alone) = (0.0, 0.0);
     for seed in seeds {
-        let (a, b) = flow_and_best_path("near lossy", seed, &paths, 1, 0.5, 10.5);
+        let (a, b) = flow_and_best_path("near lossy", seed, &paths, 1, 0.5, 10.5, Cc::Cubic);
         all += a;
         alone += b;
     }
