@@ -36,17 +36,19 @@ const FIRST_SAMPLE_SPAN_US: u64 = 20_000;
 /// Bytes such a first sample must cover.
 const FIRST_SAMPLE_MIN_BYTES: u64 = 4 * 1024;
 /// Before a path's capacity is measured, a queued sample below this
-/// fraction of the rate its probe trains arrived at (at most the initial
-/// guess) is not taken for it. A flow in slow start comes in flights a
-/// round trip apart: a span whose reports read a queue (from jitter, or
-/// from a flight passing) may have carried little between them, and the
-/// sample says how little was sent. A path so taken for a smaller one is
-/// shunned while its neighbours are overrun, and the flow leaves slow
-/// start at their queues. Trains can read high (a shaper's burst passes a
-/// train at line rate), hence the cap and the wide margin...
+/// fraction of the rate its probe trains arrived at is not taken for it.
+/// A flow in slow start comes in flights a round trip apart: a span whose
+/// reports read a queue (from jitter, or from a flight passing) may have
+/// carried little between them, and the sample says how little was sent.
+/// A path so taken for a smaller one is shunned while its neighbours are
+/// overrun, and the flow leaves slow start at their queues; on a big path
+/// a passing flight reads well over any fixed floor. Trains can read high
+/// (a shaper's burst passes a train at line rate), hence the wide
+/// margin...
 const TRAIN_FRACTION_BELOW: f64 = 0.5;
 /// ...and a queue deeper than jitter makes it counts whatever the trains
-/// said.
+/// said: a path whose trains read several times its rate is overrun until
+/// its queue is that deep, and measured then.
 const QUEUED_DEEP_US: f64 = 10_000.0;
 /// Loss above twice a path's random loss, in a span with packets sent into
 /// a standing queue, that says the queue overflowed.
@@ -382,7 +384,7 @@ impl Delivery {
             || deep
             || self
                 .rate_train
-                .is_none_or(|train| rate >= TRAIN_FRACTION_BELOW * train.min(INITIAL_RATE))
+                .is_none_or(|train| rate >= TRAIN_FRACTION_BELOW * train)
     }
 
     fn sample_first_rate(
@@ -524,6 +526,10 @@ mod tests {
         // A queue deeper than jitter makes it is the path's.
         let capacity = reports(&mut with_trains(Some(20e6)), start, 5, 20_000, 20_000.0);
         assert!((capacity - 200e3).abs() < 1.0, "capacity {capacity}");
+        // Above the initial guess too: slow start's flights passing a 327
+        // Mbit/s path read a shallow queue at 139 Mbit/s.
+        let capacity = reports(&mut with_trains(Some(40.9e6)), start, 5, 1_740_000, 2_400.0);
+        assert!(capacity >= 20e6, "capacity {capacity}");
         // Trains that say the path is small count up to what they say...
         let capacity = reports(&mut with_trains(Some(2e6)), start, 5, 20_000, 3_000.0);
         assert!(capacity >= 1e6, "capacity {capacity}");

@@ -602,7 +602,7 @@ impl Path {
         // carrying repairs, which would wait behind it or be lost.
         let jitter_us = self.idle_jitter.get().filter(|_| self.idle_jitter.warm());
         if let Some(jitter_us) = jitter_us.filter(|_| !self.carried_around(now)) {
-            self.trains.lengthen_for_jitter(now, jitter_us);
+            self.trains.lengthen(now, jitter_us);
         }
         Some((fresh_echo, echoed_sent_at))
     }

@@ -22,12 +22,23 @@
 //! jitter is measured, long enough to span twice the jitter at the initial
 //! guess, and its rate stands for the path's instead.
 //!
+//! A train shorter than the bunching on its path says nothing of the rate
+//! either: sixteen packets cross a 350 Mbit/s bottleneck in 0.4 ms, and a
+//! hop that hands over what is due every quarter millisecond or so (the
+//! lab's emulator, a NIC's interrupt coalescing), later when its host is
+//! busy, passes them in two or three uneven bunches, which read at up to
+//! eight times the rate. Where the fastest short train read above the
+//! initial guess, a long train follows too, lasting a few milliseconds at
+//! that rate (a train read high is all the longer); where every short
+//! train was read in one batch, the longest.
+//!
 //! A host that stalls the sender or the receiver for a few milliseconds
 //! mid-train (a busy or oversubscribed machine) spreads or bunches its
 //! arrivals: a 100 Mbit/s path whose short trains read 96 and 97 Mbit/s
 //! read 48 on its long one. Where the long train reads below the fastest
-//! short one, one of them was disturbed, and a second long train is sent;
-//! the higher of the two stands.
+//! short one, one of them was disturbed (or, on a fast path, the short
+//! ones were bunched), and a second long train is sent; the higher of the
+//! two stands.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -56,6 +67,9 @@ const TRAIN_JITTER_STEPS: f64 = 3.0;
 const LONG_TRAIN_JITTER_STEPS: f64 = 2.0 * TRAIN_JITTER_STEPS;
 /// Most packets in the long train (563 KB): enough for ±11 ms of jitter.
 const LONG_TRAIN_MAX_PACKETS: u16 = 512;
+/// How long a long train sent for a fast path lasts at the rate its
+/// fastest short train read: many receive batches' worth.
+const LONG_TRAIN_FAST_SPAN: Duration = Duration::from_millis(4);
 /// Long trains sent at most when a session comes up: the second only
 /// where the first read below the fastest short train.
 const LONG_TRAINS: u8 = 2;
@@ -83,6 +97,8 @@ pub(crate) struct OurTrains {
     first_long: Option<u32>,
     /// The last train the peer's report was taken for.
     reported: u32,
+    /// Short trains the peer read in one batch since the session came up.
+    batched: u8,
     /// How the last trains reported arrived (a session's worth), oldest
     /// first.
     arrived: VecDeque<Arrived>,
@@ -110,6 +126,7 @@ impl OurTrains {
         self.next_packets = TRAIN_PACKETS;
         self.longs_sent = 0;
         self.first_long = None;
+        self.batched = 0;
     }
 
     /// Send no more (no session).
@@ -138,14 +155,22 @@ impl OurTrains {
 
     /// Send a long train now, if none is still to be sent: the first if a
     /// train reported so far crossed the path within its measured jitter of
-    /// `jitter_us` (the fastest, whose rate stands for the path's, did), a
-    /// second if the first read below the fastest short train. Slower
-    /// trains prove nothing: the mean of the first steps understates the
-    /// jitter, and a train spread by all of it reads slower still.
-    pub fn lengthen_for_jitter(&mut self, now: Instant, jitter_us: f64) {
+    /// `jitter_us` (the fastest, whose rate stands for the path's, did) or
+    /// the fastest short train read above the initial guess or, with no
+    /// short train read at a rate, one was read in one batch; a second if
+    /// the first read below the fastest short train. Slower trains prove
+    /// nothing: the mean of the first steps understates the jitter, and a
+    /// train spread by all of it reads slower still.
+    pub fn lengthen(&mut self, now: Instant, jitter_us: f64) {
         let within_jitter = |t: &Arrived| f64::from(t.span_us) <= TRAIN_JITTER_STEPS * jitter_us;
+        let fastest_short = self.highest(false);
+        let fast = match fastest_short {
+            Some(rate) => (rate > INITIAL_RATE).then_some(rate),
+            None if self.batched > 0 => Some(f64::INFINITY),
+            None => None,
+        };
         let wanted = match self.longs_sent {
-            0 => self.arrived.iter().any(within_jitter),
+            0 => fast.is_some() || self.arrived.iter().any(within_jitter),
             n if n < LONG_TRAINS => self
                 .highest(true)
                 .zip(self.highest(false))
@@ -155,7 +180,9 @@ impl OurTrains {
         if !wanted || self.left > 0 {
             return;
         }
-        let bytes = INITIAL_RATE * LONG_TRAIN_JITTER_STEPS * jitter_us / 1e6;
+        let for_jitter = INITIAL_RATE * LONG_TRAIN_JITTER_STEPS * jitter_us / 1e6;
+        let for_batching = fast.unwrap_or(0.0) * LONG_TRAIN_FAST_SPAN.as_secs_f64();
+        let bytes = for_jitter.max(for_batching);
         let packets = (bytes / TRAIN_PACKET_LEN as f64).ceil();
         self.next_packets = if packets >= f64::from(LONG_TRAIN_MAX_PACKETS) {
             LONG_TRAIN_MAX_PACKETS
@@ -183,8 +210,13 @@ impl OurTrains {
             return false;
         }
         self.reported = number;
+        let long = self.first_long.is_some_and(|first| number >= first);
         if probe.train_span_us == 0 || probe.train_bytes == 0 {
-            return false; // read in one batch
+            // Read in one batch.
+            if !long {
+                self.batched = self.batched.saturating_add(1);
+            }
+            return false;
         }
         if self.arrived.len() >= TRAINS as usize + usize::from(LONG_TRAINS) {
             self.arrived.pop_front();
@@ -192,15 +224,16 @@ impl OurTrains {
         self.arrived.push_back(Arrived {
             rate: f64::from(probe.train_bytes) * 1e6 / f64::from(probe.train_span_us),
             span_us: probe.train_span_us,
-            long: self.first_long.is_some_and(|first| number >= first),
+            long,
         });
         true
     }
 
     /// Return the rate our trains arrived at, bytes per second: the highest
     /// of the long trains' if one was reported (however short its span:
-    /// sized by the jitter, it then arrived at twice the initial guess or
-    /// more), else the highest of the others'.
+    /// sized by the jitter or by the fastest short train, it then arrived
+    /// at twice the initial guess or more, or at the rate the short train
+    /// read), else the highest of the others'.
     pub fn rate(&self) -> Option<f64> {
         self.highest(true).or_else(|| self.highest(false))
     }
@@ -516,7 +549,7 @@ mod tests {
         assert!(ours.take_report(&report(1, 16_500, 9_500)));
         assert!(ours.take_report(&report(3, 16_500, 4_000)));
         assert_eq!(ours.rate(), Some(4.125e6));
-        ours.lengthen_for_jitter(now, 3_000.0);
+        ours.lengthen(now, 3_000.0);
         assert_eq!(ours.next_at(), Some(now));
         // 18 ms of it at 100 Mbit/s: 225 KB.
         let (number, packets) = ours.send(now);
@@ -527,26 +560,34 @@ mod tests {
         assert!(ours.take_report(&report(4, 225_000, 8_000)));
         assert_eq!(ours.rate(), Some(28.125e6));
         // Once a session: it read above the short ones.
-        ours.lengthen_for_jitter(now, 3_000.0);
+        ours.lengthen(now, 3_000.0);
         assert_eq!(ours.next_at(), None);
     }
 
-    /// Return `OurTrains` whose three short trains read `short` (spans, µs,
-    /// of 16.5 KB) and whose first long train, of 35 packets, has been sent
-    /// on a path with 0.5 ms of measured jitter.
-    fn long_train_sent(now: Instant, short: [u32; 3]) -> OurTrains {
+    /// Return `OurTrains` whose three short trains were sent and read over
+    /// `spans` (µs, of 16.5 KB; 0 for one batch).
+    fn short_trains_read(now: Instant, spans: [u32; 3]) -> OurTrains {
         let mut ours = OurTrains::default();
         ours.start(now);
-        for (number, span_us) in (1..).zip(short) {
+        for (number, span_us) in (1..).zip(spans) {
             ours.send(now);
-            assert!(ours.take_report(&Probe {
+            let report = Probe {
                 train_number: number,
                 train_bytes: 16_500,
                 train_span_us: span_us,
                 ..Probe::default()
-            }));
+            };
+            assert_eq!(ours.take_report(&report), span_us > 0);
         }
-        ours.lengthen_for_jitter(now, 500.0);
+        ours
+    }
+
+    /// Return `OurTrains` whose three short trains read `short` and whose
+    /// first long train, of 35 packets, has been sent on a path with 0.5 ms
+    /// of measured jitter.
+    fn long_train_sent(now: Instant, short: [u32; 3]) -> OurTrains {
+        let mut ours = short_trains_read(now, short);
+        ours.lengthen(now, 500.0);
         assert_eq!(ours.send(now), (4, 35));
         ours
     }
@@ -570,18 +611,18 @@ mod tests {
         assert!(ours.take_report(&long_report(4, 5_984)));
         assert_eq!(ours.rate(), Some(6.25e6), "the long train stands");
         let later = now + LONG_TRAIN_DRAIN;
-        ours.lengthen_for_jitter(later, 500.0);
+        ours.lengthen(later, 500.0);
         assert_eq!(ours.send(later), (5, 35), "a second long train");
         assert!(ours.take_report(&long_report(5, 2_992)));
         assert_eq!(ours.rate(), Some(12.5e6), "the higher long train stands");
         // Two at most, whatever they read.
-        ours.lengthen_for_jitter(later, 500.0);
+        ours.lengthen(later, 500.0);
         assert_eq!(ours.next_at(), None);
 
         // Had it been the second that was held up, the first stands.
         let mut ours = long_train_sent(now, [1_375, 1_361, 1_390]);
         assert!(ours.take_report(&long_report(4, 2_992)));
-        ours.lengthen_for_jitter(later, 500.0);
+        ours.lengthen(later, 500.0);
         assert_eq!(ours.next_at(), None, "read above the short ones");
         assert_eq!(ours.rate(), Some(12.5e6));
     }
@@ -602,9 +643,43 @@ mod tests {
         };
         // A 13 Mbit/s path with ±4 ms of jitter.
         assert!(ours.take_report(&report));
-        ours.lengthen_for_jitter(now, 2_700.0);
+        ours.lengthen(now, 2_700.0);
         assert_eq!(ours.next_at(), None);
         assert!(!ours.may_have_delayed(now + TRAIN_GAP));
+    }
+
+    #[test]
+    fn a_long_train_follows_where_a_short_one_read_above_the_initial_guess() {
+        let now = crate::tests::t0();
+        let short = |span_us| short_trains_read(now, [span_us; 3]);
+        // A 352 Mbit/s path read in two bunches a quarter millisecond
+        // apart: 16.5 KB over 47 µs, 2809 Mbit/s.
+        let mut ours = short(47);
+        ours.lengthen(now, 50.0);
+        assert_eq!(ours.send(now), (4, LONG_TRAIN_MAX_PACKETS));
+        // Over 12.8 ms, it reads the path's rate, and stands.
+        assert!(ours.take_report(&Probe {
+            train_number: 4,
+            train_bytes: 562_100,
+            train_span_us: 12_775,
+            ..Probe::default()
+        }));
+        assert_eq!(ours.rate(), Some(44e6));
+
+        // Read at its rate, 4 ms of it: 176 KB.
+        let mut ours = short(375);
+        ours.lengthen(now, 50.0);
+        assert_eq!(ours.send(now), (4, 160));
+
+        // A path read at the initial guess gets none.
+        let mut ours = short(1_320);
+        ours.lengthen(now, 50.0);
+        assert_eq!(ours.next_at(), None);
+
+        // Every short train read in one batch: the longest.
+        let mut ours = short(0);
+        ours.lengthen(now, 50.0);
+        assert_eq!(ours.send(now), (4, LONG_TRAIN_MAX_PACKETS));
     }
 
     #[test]
