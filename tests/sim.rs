@@ -145,6 +145,15 @@ struct Wire {
     rng: u64,
 }
 
+/// Step `state`, a linear congruential generator's, and return it: the
+/// simulation's own draws, apart from the links' seeded ones.
+fn next_random(state: &mut u64) -> u64 {
+    *state = state
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    *state
+}
+
 /// How arrivals are handed over: at once by default; the lab's emulator
 /// wakes when the first is due, a little late on a busy host, and hands
 /// over with it what is due within its slack, so that a short train on a
@@ -154,6 +163,17 @@ struct Release {
     slack: Duration,
     /// Most a wake-up is late, drawn uniformly for each.
     late: Duration,
+}
+
+impl Release {
+    /// As the lab's emulator hands arrivals over: what is due within a
+    /// quarter millisecond of waking, its wake-ups up to `late` late.
+    fn lab(late: Duration) -> Release {
+        Release {
+            slack: Duration::from_micros(250),
+            late,
+        }
+    }
 }
 
 impl Wire {
@@ -168,11 +188,7 @@ impl Wire {
             return Some(head);
         }
         if self.release_at.is_none() {
-            self.rng = self
-                .rng
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            let draw = (self.rng >> 11) as f64 / (1u64 << 53) as f64;
+            let draw = (next_random(&mut self.rng) >> 11) as f64 / (1u64 << 53) as f64;
             self.release_at = Some(head + release.late.mul_f64(draw));
         }
         self.release_at
@@ -907,11 +923,7 @@ impl Bbr {
     fn enter_probe_bw(&mut self, now: Instant) {
         self.mode = BbrMode::ProbeBw;
         // Linux starts in any phase but the one that drains: 2 to 7, or 0.
-        self.rng = self
-            .rng
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        let draw = ((self.rng >> 33) % 7) as usize;
+        let draw = ((next_random(&mut self.rng) >> 33) % 7) as usize;
         self.cycle_index = (BBR_PACING_GAINS.len() - 1 - draw + 1) % BBR_PACING_GAINS.len();
         self.cycle_start = now;
     }
@@ -1141,9 +1153,8 @@ fn sweep_release() -> Release {
     std::env::var("SIM_RELEASE_LATE_US")
         .ok()
         .and_then(|v| v.parse::<u64>().ok())
-        .map_or(Release::default(), |late_us| Release {
-            slack: Duration::from_micros(250),
-            late: Duration::from_micros(late_us),
+        .map_or(Release::default(), |late_us| {
+            Release::lab(Duration::from_micros(late_us))
         })
 }
 
@@ -2266,10 +2277,7 @@ fn fast_paths_are_known_from_their_trains_where_arrivals_come_in_bunches() {
     let mut off = Vec::new();
     for seed in 1..=10 {
         let sim = Sim {
-            release: Release {
-                slack: Duration::from_micros(250),
-                late: Duration::from_micros(200),
-            },
+            release: Release::lab(Duration::from_micros(200)),
             ..Sim::new(seed, &paths, 1.0, 1.5)
         };
         let report = run("bunched arrivals", sim);

@@ -163,8 +163,7 @@ impl OurTrains {
     /// train spread by all of it reads slower still.
     pub fn lengthen(&mut self, now: Instant, jitter_us: f64) {
         let within_jitter = |t: &Arrived| f64::from(t.span_us) <= TRAIN_JITTER_STEPS * jitter_us;
-        let fastest_short = self.highest(false);
-        let fast = match fastest_short {
+        let fast = match self.highest(false) {
             Some(rate) => (rate > INITIAL_RATE).then_some(rate),
             None if self.batched > 0 => Some(f64::INFINITY),
             None => None,
