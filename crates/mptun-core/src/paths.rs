@@ -76,6 +76,15 @@ const TCP_SMALL_SHARE: f64 = 0.1;
 /// How long a path TCP kept off still counts for how long the peer holds
 /// TCP segments (see [`PathTable::tcp_and_spread_paths`]).
 const TCP_SPREAD_MEMORY: Duration = Duration::from_secs(2);
+/// How long a path TCP took until it went down still counts for how long
+/// the peer holds TCP segments, while a lossy path is up (see
+/// [`PathTable::tcp_and_spread_paths`]). Longer than a link flap or a
+/// route change: the packets behind a loss on the paths left wait for its
+/// repair as they did before, where a loss-based flow would take each
+/// loss for congestion, and the flow keeps the round trip it sized its
+/// window for. Where the paths left are clean, the flow is better off
+/// with their shorter round trip at once.
+const OUTAGE_SPREAD_MEMORY: Duration = Duration::from_secs(5);
 /// How much more than the share that keeps a path among TCP's a path must
 /// have to join them where it raises how long TCP is held (see
 /// [`PathTable::tcp_paths`]).
@@ -373,16 +382,21 @@ impl PathTable {
     /// [`TCP_SPREAD_MEMORY`]. A far path TCP takes again raises the flow's
     /// round trip, which CUBIC's HyStart reads as a full pipe, so a path
     /// leaves the hold only once TCP kept off it a while, and a path whose
-    /// measured capacity wavers about the limit stays in it.
+    /// measured capacity wavers about the limit stays in it. A path TCP
+    /// took until it went down stays in it for [`OUTAGE_SPREAD_MEMORY`]
+    /// while a lossy path is up.
     pub fn tcp_and_spread_paths(&mut self, now: Instant, usable: PathSet) -> (PathSet, PathSet) {
         let tcp = self.tcp_paths(now, usable);
+        let lossy_up = self.lossy_path_up();
         let mut spread = PathSet::default();
-        for id in usable.iter() {
-            let p = &mut self.paths[id.index()];
+        for (i, p) in self.paths.iter_mut().enumerate() {
+            let id = PathId(i as u8);
             if tcp.contains(id) {
                 p.takes_tcp_at = Some(now);
             }
-            if took_tcp_lately(p, now) {
+            if (usable.contains(id) && took_tcp_lately(p, now))
+                || (lossy_up && lost_taking_tcp(p, now))
+            {
                 spread.insert(id);
             }
         }
@@ -605,6 +619,7 @@ impl PathTable {
     ) {
         let i = path.index();
         let now_us = self.micros(now);
+        let lossy_up = self.lossy_path_up();
         let Some(p) = self.paths.get_mut(i) else {
             return;
         };
@@ -635,6 +650,11 @@ impl PathTable {
         {
             if p.state() == PathState::Down {
                 p.delivery.resume_at(p.next_path_seq);
+                // Still in the flow's round trip: back in the hold's
+                // memory from now, as if TCP had just left it.
+                if lossy_up && lost_taking_tcp(p, now) {
+                    p.takes_tcp_at = Some(now);
+                }
             }
             p.liveness.came_back();
             // A lossy path that was down meanwhile is still lossy.
@@ -911,7 +931,13 @@ impl PathTable {
         // One pass: this runs for every held segment received.
         let (mut least, mut most, mut most_spread) = (None::<i64>, None::<f64>, None::<f64>);
         let mut spread_heard = false;
-        for (id, p) in self.heard(now) {
+        // A path the peer still spreads TCP over counts unheard: it went
+        // down, and the peer keeps the flow's round trip for a while (see
+        // `tcp_and_spread_paths`).
+        let counted = self
+            .iter()
+            .filter(|&(id, p)| self.peer_spread_paths.contains(id) || heard_lately(p, now));
+        for (id, p) in counted {
             let spread = self.peer_spread_paths.contains(id);
             spread_heard |= spread;
             let Some(base) = p.peer_probes.owd_in.min() else {
@@ -948,11 +974,7 @@ impl PathTable {
 
     /// Return the paths the peer's probes came on lately.
     fn heard(&self, now: Instant) -> impl Iterator<Item = (PathId, &Path)> {
-        self.iter().filter(move |(_, p)| {
-            p.peer_probes
-                .last_at()
-                .is_some_and(|t| now.saturating_duration_since(t) < crate::path::DOWN_AFTER_MAX)
-        })
+        self.iter().filter(move |(_, p)| heard_lately(p, now))
     }
 
     /// Return how long a repair should take: a NACK to the peer and the
@@ -1018,13 +1040,23 @@ impl PathTable {
         base + shows <= spread + REPAIR_PATIENCE_MARGIN + (base + spread) / 4
     }
 
+    /// Whether a path that is up is known to lose more than a clean one.
+    fn lossy_path_up(&self) -> bool {
+        self.paths
+            .iter()
+            .any(|p| p.state() == PathState::Up && loss_known(p) && p.delivery.loss() > LOSS_CLEAN)
+    }
+
     /// Return the [spread](Self::spread_us) of the paths that are up and
-    /// TCP took lately: how long the peer holds a TCP segment that came the
-    /// nearest way.
+    /// TCP took lately, or that went down taking it while a lossy one is
+    /// up: how long the peer holds a TCP segment that came the nearest way.
     fn tcp_spread_us(&self, now: Instant) -> f64 {
+        let lossy_up = self.lossy_path_up();
         let mut took = PathSet::default();
         for (id, p) in self.iter() {
-            if p.state() == PathState::Up && took_tcp_lately(p, now) {
+            if (p.state() == PathState::Up && took_tcp_lately(p, now))
+                || (lossy_up && lost_taking_tcp(p, now))
+            {
                 took.insert(id);
             }
         }
@@ -1118,6 +1150,21 @@ pub(crate) fn repair_past_due(
 fn took_tcp_lately(p: &Path, now: Instant) -> bool {
     p.takes_tcp_at
         .is_some_and(|t| now.saturating_duration_since(t) < TCP_SPREAD_MEMORY)
+}
+
+/// Whether the peer's probes came on `p` lately.
+fn heard_lately(p: &Path, now: Instant) -> bool {
+    p.peer_probes
+        .last_at()
+        .is_some_and(|t| now.saturating_duration_since(t) < crate::path::DOWN_AFTER_MAX)
+}
+
+/// Whether `p` is down and TCP took it within [`OUTAGE_SPREAD_MEMORY`]
+/// before `now`, so until about when it went down.
+fn lost_taking_tcp(p: &Path, now: Instant) -> bool {
+    p.state() == PathState::Down
+        && p.takes_tcp_at
+            .is_some_and(|t| now.saturating_duration_since(t) < OUTAGE_SPREAD_MEMORY)
 }
 
 /// Return whether `p`'s loss is known: judged over enough packets, or over
