@@ -619,7 +619,12 @@ impl PathTable {
     ) {
         let i = path.index();
         let now_us = self.micros(now);
-        let lossy_up = self.lossy_path_up();
+        // Only a path back from an outage asks, not every probe.
+        let was_down = self
+            .paths
+            .get(i)
+            .is_some_and(|p| p.state() == PathState::Down);
+        let lossy_up = was_down && self.lossy_path_up();
         let Some(p) = self.paths.get_mut(i) else {
             return;
         };
