@@ -394,9 +394,7 @@ impl PathTable {
             if tcp.contains(id) {
                 p.takes_tcp_at = Some(now);
             }
-            if (usable.contains(id) && took_tcp_lately(p, now))
-                || (lossy_up && lost_taking_tcp(p, now))
-            {
+            if in_tcp_spread(p, now, usable.contains(id), lossy_up) {
                 spread.insert(id);
             }
         }
@@ -1059,9 +1057,7 @@ impl PathTable {
         let lossy_up = self.lossy_path_up();
         let mut took = PathSet::default();
         for (id, p) in self.iter() {
-            if (p.state() == PathState::Up && took_tcp_lately(p, now))
-                || (lossy_up && lost_taking_tcp(p, now))
-            {
+            if in_tcp_spread(p, now, p.state() == PathState::Up, lossy_up) {
                 took.insert(id);
             }
         }
@@ -1162,6 +1158,13 @@ fn heard_lately(p: &Path, now: Instant) -> bool {
     p.peer_probes
         .last_at()
         .is_some_and(|t| now.saturating_duration_since(t) < crate::path::DOWN_AFTER_MAX)
+}
+
+/// Whether the peer holds TCP segments as long as `p` takes: it carries
+/// data (`carries`) and TCP took it lately, or it went down taking TCP
+/// while a lossy path is up (`lossy_up`; see [`OUTAGE_SPREAD_MEMORY`]).
+fn in_tcp_spread(p: &Path, now: Instant, carries: bool, lossy_up: bool) -> bool {
+    (carries && took_tcp_lately(p, now)) || (lossy_up && lost_taking_tcp(p, now))
 }
 
 /// Whether `p` is down and TCP took it within [`OUTAGE_SPREAD_MEMORY`]
