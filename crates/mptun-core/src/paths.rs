@@ -68,7 +68,9 @@ pub(crate) const REPAIR_PATIENCE_MARGIN: Duration = Duration::from_millis(5);
 /// undoes, from the D-SACK, only a round trip later.
 const REPAIR_PAST_DUE_SHARE: u32 = 4;
 /// Part of the capacity a path whose repairs come too late must have to be
-/// judged by the losses its parities leave (see [`PathTable::judge_loss`]).
+/// judged by the losses its parities leave (see [`PathTable::judge_loss`]),
+/// and a path whose repairs come in time to carry parity in its
+/// [`FIRST_FLIGHTS`] (see [`PathTable::parity_run`]).
 const PARITY_KEEPS_SHARE: f64 = 1.0 / 3.0;
 /// Share of the other usable paths' capacity together below which a
 /// path carries no TCP (see [`PathTable::tcp_paths`]).
@@ -76,6 +78,10 @@ const TCP_SMALL_SHARE: f64 = 0.1;
 /// How long a path TCP kept off still counts for how long the peer holds
 /// TCP segments (see [`PathTable::tcp_and_spread_paths`]).
 const TCP_SPREAD_MEMORY: Duration = Duration::from_secs(2);
+/// How long after a path starts carrying data after a pause it carries
+/// parity while its loss is not known (see [`PathTable::parity_run`]):
+/// about a flow's slow start.
+const FIRST_FLIGHTS: Duration = Duration::from_secs(1);
 /// How long a path TCP took until it went down still counts for how long
 /// the peer holds TCP segments, while a lossy path is up (see
 /// [`PathTable::tcp_and_spread_paths`]). Longer than a link flap or a
@@ -451,16 +457,25 @@ impl PathTable {
     /// Return how many data packets `path` carries per parity (see
     /// [`crate::parity`]): `None` while it loses no more than a clean path.
     /// Before its loss is known (neither over the spans judged nor, less a
-    /// queue's drops, over every span), a path whose repairs would come late
-    /// gets [`parity::UNKNOWN_LOSS_RUN`]: a flow's first flights are where
-    /// it learns its loss, and each loss there waits past its due time for
-    /// a repair, a round trip that grows as HyStart reads a full pipe.
+    /// queue's drops, over every span), a path gets
+    /// [`parity::UNKNOWN_LOSS_RUN`] where its repairs would come late, and
+    /// where they would come in time, in its [`FIRST_FLIGHTS`] if it has
+    /// [`PARITY_KEEPS_SHARE`] of the capacity. A flow's first flights are
+    /// where it learns its loss, and a loss there ends slow start at a
+    /// small window: a late repair holds what follows long enough for
+    /// HyStart to read a full pipe, and slow start's queues make even a
+    /// near path's repairs late. On a smaller path the parity costs the
+    /// flow more than its losses there would.
     pub fn parity_run(&self, now: Instant, path: PathId) -> Option<u16> {
         let p = self.get(path)?;
         if !loss_known(p) {
             let (random, over) = p.delivery.random_loss();
             let unknown = !loss_known_over(random, over);
-            return (unknown && !self.repairs_in_time(now, path.index()))
+            let first_flights = p.busy(now)
+                && p.busy_since
+                    .is_some_and(|t| now.saturating_duration_since(t) < FIRST_FLIGHTS)
+                && self.capacity_share(path.index()) >= PARITY_KEEPS_SHARE;
+            return (unknown && (first_flights || !self.repairs_in_time(now, path.index())))
                 .then_some(parity::UNKNOWN_LOSS_RUN);
         }
         parity::run_for_loss(p.delivery.loss(), LOSS_CLEAN)

@@ -841,7 +841,7 @@ fn a_clean_path_carries_no_parity_and_its_losses_are_repaired() {
 }
 
 #[test]
-fn a_loss_before_the_path_s_loss_is_known_is_rebuilt_where_its_repair_would_come_late() {
+fn a_loss_before_the_path_s_loss_is_known_is_rebuilt_from_its_run_s_parity() {
     // A flow's first flights cross a path before its loss is known. 30 ms
     // away, a repair comes a 60 ms round trip after the loss shows, long
     // after RACK's reordering window; the run's parity, 10 ms at most.
@@ -851,11 +851,69 @@ fn a_loss_before_the_path_s_loss_is_known_is_rebuilt_where_its_repair_would_come
     assert!(a.tx_parity > 0, "{a:?}");
     let wait = pair.b.waits().quantile(1.0).expect("something waited");
     assert!(wait <= 20 * MS, "waited {wait:?}");
-    // 1 ms away the repair comes within the window: no parity.
+    // 1 ms away a repair would come within the window by the delays alone,
+    // but in slow start the queues it meets make it late (lab sweep seed
+    // 6547 #4: 221 Mbit/s losing 2.9% 1.5 ms beyond a clean 287, each
+    // early loss a spurious retransmission, and a window cut at a few
+    // hundred packets). Parity there too, in the path's first flights.
     let pair = lose_one_on_a_path(1, None);
-    let (a, b) = (pair.a.path_stats(PathId(0)), pair.b.path_stats(PathId(0)));
-    assert_eq!((a.tx_parity, b.rebuilt), (0, 0));
-    assert_eq!(pair.b.reorder_stats().repaired, 1);
+    let a = pair.a.path_stats(PathId(0));
+    assert!(a.tx_parity > 0, "{a:?}");
+    let stats = pair.b.reorder_stats();
+    assert_eq!(stats.skipped_loss + stats.skipped_timeout, 0, "{stats:?}");
+}
+
+#[test]
+fn a_near_path_of_unknown_loss_carries_parity_only_in_its_first_flights() {
+    // A packet every 2 ms: by 2.5 s its loss, judged over 1000 packets
+    // once it settles, is still not known.
+    let mut pair = Pair::new(&[1]);
+    pair.carry_data = true;
+    pair.run(0, 1000);
+    let parity_at = |pair: &Pair| pair.a.path_stats(PathId(0)).tx_parity;
+    let mut first_second = 0;
+    for ms in (1000..2500).step_by(2) {
+        pair.send(pair.at(ms), 1000);
+        pair.run(ms, ms + 2);
+        if ms == 1998 {
+            first_second = parity_at(&pair);
+        }
+    }
+    assert!(first_second > 0, "no parity in the path's first second");
+    // Its repairs come in time: past its first flights, none.
+    let after = parity_at(&pair) - first_second;
+    assert!(after <= 1, "{after} parity halves after the first second");
+    // A pause starts another flow's first flights.
+    pair.run(2500, 3000);
+    for ms in 3000..3100 {
+        pair.send(pair.at(ms), 1000);
+        pair.run(ms, ms + 1);
+    }
+    assert!(
+        parity_at(&pair) > first_second + after,
+        "none after a pause"
+    );
+}
+
+#[test]
+fn a_small_near_path_of_unknown_loss_carries_no_parity_in_its_first_flights() {
+    // A sixth of the capacity: what a loss there costs the flow is not
+    // worth a sixteenth of every path's first second.
+    let mut pair = Pair::new(&[1, 1]);
+    pair.run(0, 1000);
+    let now = pair.at(1000);
+    for (i, rate) in [(0, 30e6), (1, 6e6)] {
+        let path = pair.a.paths.path_mut(PathId(i));
+        path.delivery.set_train_rate(Some(rate));
+        path.busy_since = Some(now);
+        path.last_data_sent = Some(now);
+    }
+    let paths = &pair.a.paths;
+    assert_eq!(
+        paths.parity_run(now, PathId(0)),
+        Some(crate::parity::UNKNOWN_LOSS_RUN)
+    );
+    assert_eq!(paths.parity_run(now, PathId(1)), None);
 }
 
 #[test]
@@ -1476,6 +1534,11 @@ fn lose_one_of_a_stream(packet: fn() -> PacketBuf) -> ReorderStats {
     let mut pair = Pair::new(&[5, 30]);
     pair.carry_data = true;
     pair.run(0, 1000);
+    // Both known clean: no parity rebuilds the loss.
+    for i in 0..2 {
+        let path = pair.a.paths.path_mut(PathId(i));
+        path.delivery.set_loss_over(0.0, 5000);
+    }
     pair.lose = |t| t.seq == Seq(50);
     for ms in 1000..1100 {
         pair.send_packet(pair.at(ms), packet()).expect("sent");
