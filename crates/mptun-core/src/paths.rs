@@ -470,12 +470,14 @@ impl PathTable {
         let p = self.get(path)?;
         if !loss_known(p) {
             let (random, over) = p.delivery.random_loss();
-            let unknown = !loss_known_over(random, over);
+            if loss_known_over(random, over) {
+                return None;
+            }
             let first_flights = p.busy(now)
                 && p.busy_since
                     .is_some_and(|t| now.saturating_duration_since(t) < FIRST_FLIGHTS)
                 && self.capacity_share(path.index()) >= PARITY_KEEPS_SHARE;
-            return (unknown && (first_flights || !self.repairs_in_time(now, path.index())))
+            return (first_flights || !self.repairs_in_time(now, path.index()))
                 .then_some(parity::UNKNOWN_LOSS_RUN);
         }
         parity::run_for_loss(p.delivery.loss(), LOSS_CLEAN)
