@@ -329,6 +329,7 @@ impl Endpoint {
                 sent_us,
                 held,
                 repair: false,
+                could_take: usable,
             };
             let trailer = self.data_trailer(now, path, seq, len, delivering, sent);
             self.scheduler.note_sent(path);
@@ -910,6 +911,7 @@ impl Endpoint {
             sent_us,
             held,
             repair: true,
+            could_take: self.paths.usable(),
         };
         let trailer = self.data_trailer(now, path, seq, buf.len(), carrying, sent);
         self.path_stats[path.index()].resent += 1;
@@ -927,7 +929,9 @@ impl Endpoint {
         paths_in_use: PathSet,
         sent: Sent,
     ) -> Trailer {
-        let charged = self.paths.charge(now, path, seq, len, sent.repair);
+        let charged = self
+            .paths
+            .charge(now, path, seq, len, sent.repair, sent.could_take);
         if sent.held && !sent.repair {
             self.paths.note_held_sent(now);
         }
@@ -1010,12 +1014,15 @@ impl Endpoint {
 }
 
 /// How a data packet is sent: when first (µs on our clock), whether the
-/// peer is to hold it (see [`crate::equalize`]), whether this is a repair.
+/// peer is to hold it (see [`crate::equalize`]), whether this is a repair,
+/// and which paths it could have taken.
 #[derive(Clone, Copy)]
 struct Sent {
     sent_us: u32,
     held: bool,
     repair: bool,
+    /// The paths it could have taken: a TCP segment only TCP's.
+    could_take: PathSet,
 }
 
 /// A data packet the reorder buffer holds, and when it is due once in

@@ -513,9 +513,9 @@ impl PathTable {
     }
 
     /// Account for data packet `seq` of `len` bytes sent on `path` at
-    /// `now` (a repair if `repair`); return its place on the path and
-    /// whether it went into a queue near overflowing with no other path to
-    /// take the load.
+    /// `now` (a repair if `repair`), one of the paths `could_take`; return
+    /// its place on the path and whether it went into a queue near
+    /// overflowing with none of the others to take the load.
     pub fn charge(
         &mut self,
         now: Instant,
@@ -523,15 +523,17 @@ impl PathTable {
         seq: Seq,
         len: usize,
         repair: bool,
+        could_take: PathSet,
     ) -> Charged {
         let queued = self.paths[path.index()].queueing_us() > CONGESTED_US;
-        let congested = self.near_overflow(now, path);
+        let congested = self.near_overflow(now, path, could_take);
         let p = &mut self.paths[path.index()];
         let charged = Charged {
             path_seq: p.next_path_seq,
             previous: p.last_seq_sent.replace(seq),
             congested,
         };
+        p.last_sent_could_take = could_take;
         p.next_path_seq = p.next_path_seq.next();
         if queued {
             p.delivery.sent_congested(charged.path_seq);
@@ -548,26 +550,36 @@ impl PathTable {
         charged
     }
 
-    /// Return whether the queues of `path` and of every other usable path
-    /// are near overflowing at `now` (see [`Path::queue_near_overflow`]):
-    /// a loss on `path` then is most likely its queue's, with no other path
-    /// to take the load.
-    fn near_overflow(&self, now: Instant, path: PathId) -> bool {
-        self.paths[path.index()].queue_near_overflow(now)
-            && self
-                .usable()
+    /// Return whether the queue of `path` is near overflowing at `now` (see
+    /// [`Path::queue_near_overflow`]) with no other path to take the load:
+    /// a loss on `path` then is most likely its queue's. On a path known
+    /// clean, no other path of `could_take` has room (a small one kept off
+    /// TCP takes none of a TCP segment's load, however empty its queue); on
+    /// any other, no usable path has: a lossy path carries a standing queue
+    /// and loses at random all the while, and those losses are ours to
+    /// repair.
+    fn near_overflow(&self, now: Instant, path: PathId, could_take: PathSet) -> bool {
+        let p = &self.paths[path.index()];
+        let others = if known_clean(p) {
+            could_take
+        } else {
+            self.usable()
+        };
+        p.queue_near_overflow(now)
+            && others
                 .iter()
                 .filter(|&o| o != path)
                 .all(|o| self.paths[o.index()].queue_near_overflow(now))
     }
 
     /// Return the last data packet sent on `path`, for its probe to name,
-    /// and whether that path and every other is near overflowing at `now`
-    /// (a loss there may be the queue's, which is the inner flow's to
-    /// handle).
+    /// and whether that path and every other it could have taken is near
+    /// overflowing at `now` (a loss there may be the queue's, which is the
+    /// inner flow's to handle).
     pub fn last_sent(&self, now: Instant, path: PathId) -> (Option<Seq>, bool) {
         let p = &self.paths[path.index()];
-        (p.last_seq_sent, self.near_overflow(now, path))
+        let congested = self.near_overflow(now, path, p.last_sent_could_take);
+        (p.last_seq_sent, congested)
     }
 
     /// Count a data packet of `len` bytes received on `path` at `now` as
@@ -743,14 +755,7 @@ impl PathTable {
             .paths
             .iter()
             .enumerate()
-            .filter(|&(j, q)| {
-                let (any_loss, any_packets) = q.delivery.any_loss();
-                j != i
-                    && q.state() == PathState::Up
-                    && ((q.delivery.loss() < LOSS_CLEAN
-                        && q.delivery.judged_packets() >= LOSS_MIN_PACKETS)
-                        || (any_loss < LOSS_CLEAN && any_packets >= LOSS_MIN_PACKETS))
-            })
+            .filter(|&(j, q)| j != i && q.state() == PathState::Up && known_clean(q))
             .map(|(_, q)| q.delivery.capacity_or_trains())
             .sum();
         if clean_capacity > 0.0
@@ -1192,6 +1197,14 @@ fn lost_taking_tcp(p: &Path, now: Instant) -> bool {
             .is_some_and(|t| now.saturating_duration_since(t) < OUTAGE_SPREAD_MEMORY)
 }
 
+/// Whether `p` is known to lose less than a clean path: over the spans
+/// judged, or over every span, a queue's overflows included.
+fn known_clean(p: &Path) -> bool {
+    let (any_loss, any_packets) = p.delivery.any_loss();
+    (p.delivery.loss() < LOSS_CLEAN && p.delivery.judged_packets() >= LOSS_MIN_PACKETS)
+        || (any_loss < LOSS_CLEAN && any_packets >= LOSS_MIN_PACKETS)
+}
+
 /// Return whether `p`'s loss is known: judged over enough packets, or over
 /// fewer with more lost than a clean path would lose but rarely.
 fn loss_known(p: &Path) -> bool {
@@ -1297,6 +1310,38 @@ mod tests {
     }
 
     #[test]
+    fn a_loss_at_a_clean_path_s_full_queue_is_the_flow_s_where_no_path_it_could_take_had_room() {
+        let t0 = crate::tests::t0();
+        let mut table = PathTable::new(t0, 2);
+        table.set_session(t0, PathId(0), true);
+        table.set_session(t0, PathId(1), true);
+        // Path 0 has 12 ms queued and never overflowed: near overflowing.
+        // Path 1 is empty.
+        table.paths[0].owd_out.update(t0, 0);
+        table.paths[0].owd_out.update(t0, 12_000);
+        let (path, both, tcp) = (PathId(0), PathSet(0b11), PathSet(0b01));
+        // Path 0's loss not known yet: anything lost there while path 1 has
+        // room is ours to repair.
+        assert!(!table.charge(t0, path, Seq(0), 1400, false, tcp).congested);
+        // Known clean: a packet path 1 could have taken, lost at path 0's
+        // queue, is still ours to repair, not the flow's to back off for.
+        table.paths[0].delivery.set_loss_over(0.0, LOSS_MIN_PACKETS);
+        assert!(!table.charge(t0, path, Seq(1), 1400, false, both).congested);
+        assert!(!table.last_sent(t0, path).1);
+        // A TCP segment, path 1 too small for TCP: the queue's loss, the
+        // flow's, however empty path 1 stands. Its probe says so too.
+        assert!(table.charge(t0, path, Seq(2), 1400, false, tcp).congested);
+        assert!(table.last_sent(t0, path).1);
+        // Known to lose at random: a loss at its standing queue may be one
+        // of those, ours to repair while another path has room.
+        table.paths[0]
+            .delivery
+            .set_loss_over(0.02, LOSS_MIN_PACKETS);
+        assert!(!table.charge(t0, path, Seq(3), 1400, false, tcp).congested);
+        assert!(!table.last_sent(t0, path).1);
+    }
+
+    #[test]
     fn a_path_losing_a_few_percent_is_known_lossy_before_its_thousandth_packet() {
         let t0 = crate::tests::t0();
         let mut table = PathTable::new(t0, 1);
@@ -1334,7 +1379,7 @@ mod tests {
         let mut repair_seq = 0;
         for ms in 0..3000 {
             if repairs && ms >= 200 && ms % 20 == 0 {
-                table.charge(at(ms), path, Seq(repair_seq), 1400, true);
+                table.charge(at(ms), path, Seq(repair_seq), 1400, true, table.usable());
                 repair_seq += 1;
             }
             while let Some((_, number, packets)) = table.poll_train(at(ms)) {

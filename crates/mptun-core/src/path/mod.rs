@@ -269,6 +269,8 @@ pub(crate) struct Path {
     pub next_path_seq: Seq,
     /// Global sequence number of the last data packet sent on the path.
     pub last_seq_sent: Option<Seq>,
+    /// The paths that packet could have taken.
+    pub last_sent_could_take: PathSet,
     pub last_data_sent: Option<Instant>,
     /// When anything of ours that queues at the bottleneck (data, a
     /// repair, a parity half) last went onto the path.
@@ -300,6 +302,7 @@ impl Default for Path {
             queue_limit: QueueLimit::default(),
             next_path_seq: Seq(0),
             last_seq_sent: None,
+            last_sent_could_take: PathSet::default(),
             last_data_sent: None,
             last_sent: None,
             busy_since: None,
