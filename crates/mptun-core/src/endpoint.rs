@@ -141,6 +141,12 @@ pub struct EndpointStats {
     /// TCP segments sent not to be held so, their DSCP being one of the
     /// low-latency ones.
     pub low_latency_segments: u64,
+    /// Packets the peer asked for that had already left the sent log:
+    /// asked for longer after they were sent than the log spans.
+    pub repairs_gone: u64,
+    /// Packets the peer asked for that no path would bring while they were
+    /// of use: not resent, left to the inner flow.
+    pub repairs_too_late: u64,
 }
 
 /// The peer's run being followed.
@@ -857,6 +863,9 @@ impl Endpoint {
                         (lost_on, sent_us)
                     })
             else {
+                if !self.sent.holds(seq) {
+                    self.stats.repairs_gone += 1;
+                }
                 self.pool.put(copy);
                 continue;
             };
@@ -874,6 +883,7 @@ impl Endpoint {
                     .pick_soonest(paths, now, len, usable)
                     .and_then(in_time)
             }) else {
+                self.stats.repairs_too_late += 1;
                 self.pool.put(copy);
                 continue;
             };

@@ -82,6 +82,12 @@ impl SentLog {
         Some((slot.path, slot.sent_us, &slot.packet))
     }
 
+    /// Return whether `seq` is still in the log (resent or not).
+    pub fn holds(&self, seq: Seq) -> bool {
+        let slot = &self.slots[seq.0 as usize % self.slots.len()];
+        slot.seq == seq && !slot.packet.is_empty()
+    }
+
     /// Note that the copy of `seq` taken for resend went on `path` at
     /// `at_us`.
     pub fn resent_on(&mut self, seq: Seq, path: PathId, at_us: u32) {

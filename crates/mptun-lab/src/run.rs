@@ -139,6 +139,11 @@ pub struct MptunDetail {
     pub reorder_repaired_late: u64,
     /// Losses on a congested path, released at once, not asked for.
     pub reorder_congestion_losses: u64,
+    /// Packets the receiver asked for that the sender no longer had.
+    pub repairs_gone: u64,
+    /// Packets the receiver asked for that the sender did not resend, as
+    /// no path would have brought them while of use.
+    pub repairs_too_late: u64,
     /// Times, on both sites and all paths, a probe's echo was overdue enough
     /// for new data to avoid the path.
     pub late_echoes: u64,
@@ -780,6 +785,8 @@ fn mptun_detail(
         reorder_repaired: r1.repaired - r0.repaired,
         reorder_repaired_late: r1.repaired_late - r0.repaired_late,
         reorder_congestion_losses: r1.congestion_losses - r0.congestion_losses,
+        repairs_gone: delta(a1.reorder.repairs_gone, a0.reorder.repairs_gone),
+        repairs_too_late: delta(a1.reorder.repairs_too_late, a0.reorder.repairs_too_late),
         late_echoes: [(a0, a1), (b0, b1)]
             .iter()
             .flat_map(|(before, after)| after.paths.iter().zip(&before.paths))
@@ -1403,11 +1410,13 @@ pub fn render(r: &LabReport) -> String {
     }
     let _ = writeln!(
         o,
-        "mptun reorder buffer: {} held, {} gaps repaired of {} asked for ({} more handed out late), {} congestion losses not asked for, {} released as lost, {} on timeout, {} late/duplicate dropped",
+        "mptun reorder buffer: {} held, {} gaps repaired of {} asked for ({} more handed out late; not resent: {} gone from the sender's log, {} too late), {} congestion losses not asked for, {} released as lost, {} on timeout, {} late/duplicate dropped",
         m.reorder_held,
         m.reorder_repaired,
         m.reorder_repairs_requested,
         m.reorder_repaired_late,
+        m.repairs_gone,
+        m.repairs_too_late,
         m.reorder_congestion_losses,
         m.reorder_skipped_loss,
         m.reorder_skipped_timeout,

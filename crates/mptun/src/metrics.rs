@@ -424,6 +424,16 @@ pub fn render(s: &Status) -> String {
             r.repaired_late,
         ),
         (
+            "mptun_repairs_gone",
+            "Packets the peer asked for that had left the sent log, not resent.",
+            r.repairs_gone,
+        ),
+        (
+            "mptun_repairs_too_late",
+            "Packets the peer asked for that no path would bring while of use, not resent.",
+            r.repairs_too_late,
+        ),
+        (
             "mptun_congestion_losses",
             "Losses on a congested path, left to the inner flow.",
             r.congestion_losses,

@@ -227,6 +227,14 @@ pub struct ReorderStatus {
     /// one of `interface.low-latency-dscp`.
     #[serde(default)]
     pub tcp_low_latency_sent: u64,
+    /// Packets the peer asked for that had left our sent log: asked for
+    /// longer after they were sent than the log spans.
+    #[serde(default)]
+    pub repairs_gone: u64,
+    /// Packets the peer asked for that no path would have brought while
+    /// they were of use, left to the inner flow.
+    #[serde(default)]
+    pub repairs_too_late: u64,
 }
 
 /// One path.
@@ -607,6 +615,11 @@ pub fn render(s: &Status) -> String {
         r.repair_wait_ms
             .map_or("-".into(), |w| format!("{w:.1} ms")),
         r.congestion_losses
+    );
+    let _ = writeln!(
+        o,
+        "  repairs the peer asked for and we did not send: {} gone from the sent log, {} too late to be of use",
+        r.repairs_gone, r.repairs_too_late
     );
     if let Some(wait) = r.tcp_hold_ms {
         let _ = writeln!(

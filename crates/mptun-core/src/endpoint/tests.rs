@@ -617,6 +617,55 @@ fn no_repair_joins_a_queue_as_deep_as_where_its_path_overflowed() {
 }
 
 #[test]
+fn what_a_nack_asks_for_and_is_not_resent_is_counted_by_why() {
+    // Asked for after 8192 more were sent (the log's span), then one
+    // asked for twice (a NACK goes out on two paths): only the first is
+    // a repair not sent.
+    let mut pair = Pair::new(&[3, 5]);
+    pair.run(0, 1000);
+    let span = ReorderConfig::default().capacity as u32;
+    for n in 0..=span {
+        pair.send(pair.at(1000 + u64::from(n) / 8), 100).unwrap();
+    }
+    let now = pair.at(2100);
+    let newest = Seq(span);
+    pair.a.handle_datagrams(
+        now,
+        PathId(0),
+        &mut vec![
+            nack(EPOCH_A, &[Seq(0)]),
+            nack(EPOCH_A, &[newest]),
+            nack(EPOCH_A, &[newest]),
+        ],
+    );
+    pair.flush(true, now);
+    let resent: Vec<Seq> = pair.sent[span as usize + 1..]
+        .iter()
+        .map(|(_, t)| t.seq)
+        .collect();
+    assert_eq!(resent, vec![newest]);
+    assert_eq!(
+        (pair.a.stats().repairs_gone, pair.a.stats().repairs_too_late),
+        (1, 0)
+    );
+    // Every path queued seconds deep: no repair comes while it is of use.
+    let now = pair.at(2101);
+    pair.send(now, 1400).unwrap();
+    for path in [PathId(0), PathId(1)] {
+        pair.a.paths.path_mut(path).add_to_queue(now, 50_000_000);
+    }
+    let before = pair.sent.len();
+    pair.a
+        .handle_datagrams(now, PathId(0), &mut vec![nack(EPOCH_A, &[Seq(span + 1)])]);
+    pair.flush(true, now);
+    assert_eq!(pair.sent.len(), before, "{:?}", &pair.sent[before..]);
+    assert_eq!(
+        (pair.a.stats().repairs_gone, pair.a.stats().repairs_too_late),
+        (1, 1)
+    );
+}
+
+#[test]
 fn a_nack_for_a_run_before_a_restart_resends_nothing() {
     let mut pair = Pair::new(&[5, 5]);
     pair.run(0, 500);

@@ -328,6 +328,8 @@ impl<T: TunDevice> EndpointTask<T> {
             tcp_held: counters.equalized,
             tcp_holding: endpoint.equalizing(),
             tcp_low_latency_sent: counters.low_latency_segments,
+            repairs_gone: counters.repairs_gone,
+            repairs_too_late: counters.repairs_too_late,
         }
     }
 
