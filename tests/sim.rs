@@ -1574,15 +1574,18 @@ impl Sim {
                     let waits = b.endpoint.waits().since(&traced_waits);
                     let stats = b.endpoint.reorder_stats();
                     eprintln!(
-                        "    at B: hold {:?}; {} waits, p99 {:?}, max {:?}; {} requested, {} repaired, {} skipped lost, {} timed out",
+                        "    at B: hold {:?}; {} waits, p99 {:?}, max {:?}; {} requested, {} repaired, {} late, {} skipped lost, {} timed out; not resent by A so far: {} gone, {} too late",
                         b.endpoint.hold(),
                         waits.count(),
                         waits.quantile(0.99),
                         waits.quantile(1.0),
                         stats.repairs_requested - traced_stats.repairs_requested,
                         stats.repaired - traced_stats.repaired,
+                        stats.repaired_late - traced_stats.repaired_late,
                         stats.skipped_loss - traced_stats.skipped_loss,
                         stats.skipped_timeout - traced_stats.skipped_timeout,
+                        a.endpoint.stats().repairs_gone,
+                        a.endpoint.stats().repairs_too_late,
                     );
                     traced_waits = b.endpoint.waits().clone();
                     traced_stats = stats;
