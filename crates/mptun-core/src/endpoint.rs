@@ -141,8 +141,8 @@ pub struct EndpointStats {
     /// TCP segments sent not to be held so, their DSCP being one of the
     /// low-latency ones.
     pub low_latency_segments: u64,
-    /// Packets the peer asked for that had already left the sent log:
-    /// asked for longer after they were sent than the log spans.
+    /// Packets the peer asked for that were not in the sent log: asked for
+    /// longer after they were sent than the log spans (or never sent).
     pub repairs_gone: u64,
     /// Packets the peer asked for that no path would bring while they were
     /// of use: not resent, left to the inner flow.

@@ -52,8 +52,12 @@ impl SentLog {
         }
     }
 
+    fn index(&self, seq: Seq) -> usize {
+        seq.0 as usize % self.slots.len()
+    }
+
     fn slot(&mut self, seq: Seq) -> &mut Slot {
-        let i = seq.0 as usize % self.slots.len();
+        let i = self.index(seq);
         &mut self.slots[i]
     }
 
@@ -82,9 +86,10 @@ impl SentLog {
         Some((slot.path, slot.sent_us, &slot.packet))
     }
 
-    /// Return whether `seq` is still in the log (resent or not).
+    /// Return whether `seq` is in the log (resent or not): not if it has
+    /// left it, or was never sent.
     pub fn holds(&self, seq: Seq) -> bool {
-        let slot = &self.slots[seq.0 as usize % self.slots.len()];
+        let slot = &self.slots[self.index(seq)];
         slot.seq == seq && !slot.packet.is_empty()
     }
 
