@@ -853,6 +853,18 @@ impl Endpoint {
                 .is_none_or(|limit| arrival <= limit)
                 .then_some((path, arrival))
         };
+        // A repair later than this comes after the flow took the loss for
+        // one (see `PathTable::repair_useful_us`): it still fills the hole
+        // before the flow's own retransmission, if it is not dropped on the
+        // way, so it goes the soonest way that has room for it, and a burst
+        // of them (a dead path's packets in flight) does not overfill a
+        // path.
+        let useful_us = self.paths.repair_useful_us(now);
+        let of_use = |(path, arrival): (PathId, f64)| {
+            useful_us
+                .is_none_or(|limit| arrival <= limit)
+                .then_some((path, arrival))
+        };
         for seq in seqs {
             let mut copy = self.pool.take(0);
             let Some((lost_on, sent_us)) =
@@ -870,18 +882,30 @@ impl Endpoint {
                 continue;
             };
             let len = copy.len();
-            // On a clean path if one brings it in time, else on any.
+            // On a clean path if one brings it in time, else on any; a
+            // repair that comes late there goes the soonest way with room,
+            // on a clean path first.
             let clean = self.paths.usable_for_repair(lost_on);
+            let late_by = in_time_us.unwrap_or(f64::INFINITY);
             let paths = self.paths.as_mut_slice();
-            let on_clean = self
+            let soonest_in_time = self
                 .scheduler
                 .pick_soonest(paths, now, len, clean)
-                .and_then(in_time);
-            let paths = self.paths.as_mut_slice();
-            let Some((path, arrival)) = on_clean.or_else(|| {
-                self.scheduler
-                    .pick_soonest(paths, now, len, usable)
-                    .and_then(in_time)
+                .and_then(in_time)
+                .or_else(|| {
+                    self.scheduler
+                        .pick_soonest(paths, now, len, usable)
+                        .and_then(in_time)
+                });
+            let Some((path, arrival)) = soonest_in_time.and_then(|pick| {
+                of_use(pick).or_else(|| {
+                    self.scheduler
+                        .pick_soonest_with_room(paths, now, len, clean, late_by)
+                        .or_else(|| {
+                            self.scheduler
+                                .pick_soonest_with_room(paths, now, len, usable, late_by)
+                        })
+                })
             }) else {
                 self.stats.repairs_too_late += 1;
                 self.pool.put(copy);
@@ -891,7 +915,8 @@ impl Endpoint {
             let soonest = self
                 .scheduler
                 .pick_soonest(paths, now, len, usable)
-                .filter(|&(p, a)| p != path && a + margin_us < arrival);
+                .filter(|&(p, a)| p != path && a + margin_us < arrival)
+                .and_then(of_use);
             if let Some((sooner, _)) = soonest {
                 let mut second = self.pool.take(0);
                 second.extend_from_slice(copy.packet());

@@ -1022,6 +1022,24 @@ impl PathTable {
         Some(Duration::from_micros(us as u64) + REPAIR_MARGIN)
     }
 
+    /// Return how late a repair asked for now may arrive, µs after the
+    /// nearest path's base delay, and still be of use: the peer holds what
+    /// is behind a loss for the spread of the paths TCP takes and a margin
+    /// from when the loss showed, and the flow reads a repair up to a
+    /// quarter of its round trip after that as reordering (see
+    /// [`repairs_in_time`](Self::repairs_in_time)); the NACK and the
+    /// nearest path's base delay take the least round trip of it. `None`
+    /// until a round trip is measured. A repair later than that comes after
+    /// the flow's own retransmission has started, and only delays what
+    /// queues behind it.
+    pub fn repair_useful_us(&self, now: Instant) -> Option<f64> {
+        let round_trip = self.least_round_trip()?;
+        let base = self.least_base_round_trip()?;
+        let spread = Duration::from_micros(self.tcp_spread_us(now) as u64);
+        let waited = spread + REPAIR_PATIENCE_MARGIN + (base + spread) / 4;
+        Some(waited.saturating_sub(round_trip).as_secs_f64() * 1e6)
+    }
+
     /// Return the least smoothed round trip among the paths that are up,
     /// if one is measured: the soonest a NACK and its repair can go there
     /// and back.

@@ -131,14 +131,27 @@ impl Scheduler {
         len: usize,
         candidates: PathSet,
     ) -> Option<(PathId, f64)> {
-        let base_min = base_min(paths);
-        candidates
-            .iter()
-            .filter_map(|path| {
-                let p = &mut paths[path.index()];
-                (!p.full(now)).then(|| (path, arrival_us(p, now, len, base_min)))
-            })
-            .min_by(|a, b| a.1.total_cmp(&b.1))
+        soonest_where(paths, now, len, candidates, |p, _| !p.full(now))
+    }
+
+    /// Return the path among `candidates` where `len` bytes sent at `now`
+    /// arrive soonest, among those with room for them and where they
+    /// arrive by `by_us` (relative to the nearest path's base delay), with
+    /// that arrival: for repairs that come late wherever they go, a burst
+    /// of which would fill a queue past what its path holds (see
+    /// `QueueLimit::room_us`).
+    pub fn pick_soonest_with_room(
+        &self,
+        paths: &mut [Path],
+        now: Instant,
+        len: usize,
+        candidates: PathSet,
+        by_us: f64,
+    ) -> Option<(PathId, f64)> {
+        soonest_where(paths, now, len, candidates, |p, arrival| {
+            let queue = p.model_queue_us(now) + len as f64 / p.rate();
+            arrival <= by_us && queue <= p.queue_limit.room_us(now)
+        })
     }
 
     /// Pick the path among `candidates` for a bare TCP ACK of `len` bytes
@@ -291,6 +304,27 @@ fn earliest_arrival(
         }
     }
     best.map(|(_, p)| p)
+}
+
+/// Return the path among `candidates` where `len` bytes sent at `now`
+/// arrive soonest, among those `fits` accepts given that arrival (µs after
+/// the nearest path's base delay), with the arrival.
+fn soonest_where(
+    paths: &mut [Path],
+    now: Instant,
+    len: usize,
+    candidates: PathSet,
+    mut fits: impl FnMut(&mut Path, f64) -> bool,
+) -> Option<(PathId, f64)> {
+    let base_min = base_min(paths);
+    candidates
+        .iter()
+        .filter_map(|path| {
+            let p = &mut paths[path.index()];
+            let arrival = arrival_us(p, now, len, base_min);
+            fits(p, arrival).then_some((path, arrival))
+        })
+        .min_by(|a, b| a.1.total_cmp(&b.1))
 }
 
 /// Return when `len` bytes sent on `p` at `now` arrive, µs after the

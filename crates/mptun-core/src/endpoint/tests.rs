@@ -596,6 +596,74 @@ fn repairs_a_small_clean_path_cannot_bring_in_time_take_the_path_that_lost_them(
 }
 
 #[test]
+fn a_repair_late_wherever_it_goes_takes_one_path_only() {
+    // 20 ms one way on the nearest path, the others 10 and 20 ms farther:
+    // a repair asked for comes after the receiver has given up on its
+    // gap and after the flow's reordering window, whatever the path (see
+    // `PathTable::repair_useful_us`). It goes the soonest way among the
+    // clean paths, path 0, and no second copy goes on path 1, which lost
+    // it: when a path dies with its packets in flight, a second copy of
+    // each would only deepen the queues the others wait behind.
+    let mut pair = Pair::new(&[30, 20, 30, 40]);
+    pair.run(0, 1000);
+    let now = pair.at(1000);
+    let (lost_on, lost) = pair.send(now, 1400).unwrap();
+    assert_eq!(lost_on, PathId(1));
+    assert!(pair
+        .a
+        .paths
+        .repair_useful_us(now)
+        .is_some_and(|us| us <= 0.0));
+    for (path, queue_ms) in [(0, 5), (2, 8)] {
+        let p = pair.a.paths.path_mut(PathId(path));
+        p.delivery.set_train_rate(Some(1_250_000.0));
+        p.add_to_queue(now, 1250 * queue_ms);
+    }
+    let before = pair.sent.len();
+    pair.a
+        .handle_datagrams(now, PathId(1), &mut vec![nack(EPOCH_A, &[lost.seq])]);
+    pair.flush(true, now);
+    let repairs: Vec<PathId> = pair.sent[before..].iter().map(|&(path, _)| path).collect();
+    assert_eq!(repairs, vec![PathId(0)]);
+}
+
+#[test]
+fn late_repairs_fill_a_path_that_never_overflowed_only_so_far() {
+    // As above, but paths 0 to 2 are full where they overflowed, and path
+    // 3, the idle one, has never overflowed: late repairs go there until
+    // they would queue it 20 ms deep, and the rest are left to the flow
+    // rather than queued past a buffer nobody measured.
+    let mut pair = Pair::new(&[30, 20, 30, 40]);
+    pair.run(0, 1000);
+    let now = pair.at(1000);
+    let mut lost = Vec::new();
+    while lost.len() < 40 {
+        let (path, packet) = pair.send(now, 1400).unwrap();
+        if path == PathId(1) {
+            lost.push(packet.seq);
+        }
+    }
+    for path in 0..3 {
+        let p = pair.a.paths.path_mut(PathId(path));
+        p.queue_limit.met(now, 6000.0);
+        p.queue_limit.overflowed(now);
+        p.add_to_queue(now, 100_000);
+        assert!(p.full(now));
+    }
+    // 1 Mbit/s: 20 ms is 2500 bytes, room for one repair and no more.
+    let idle = pair.a.paths.path_mut(PathId(3));
+    idle.delivery.set_train_rate(Some(125_000.0));
+    assert_eq!(idle.queue_limit.limit_us(now), None);
+    let before = pair.sent.len();
+    pair.a
+        .handle_datagrams(now, PathId(1), &mut vec![nack(EPOCH_A, &lost)]);
+    pair.flush(true, now);
+    let repairs: Vec<PathId> = pair.sent[before..].iter().map(|&(path, _)| path).collect();
+    assert_eq!(repairs, vec![PathId(3)]);
+    assert_eq!(pair.a.stats().repairs_too_late, 39);
+}
+
+#[test]
 fn no_repair_joins_a_queue_as_deep_as_where_its_path_overflowed() {
     // Path 1, the clean one, overflowed at a 6 ms queue and is filled
     // past that: the repair goes on the lossy path that lost it.

@@ -19,6 +19,12 @@ const LIMIT_FLOOR_US: f64 = 5000.0;
 /// second: the buffer may be deeper than the overflow said (the inner flow
 /// may have burst into it).
 const LIMIT_RISE_US_PER_S: f64 = 2000.0;
+/// The queue, µs, a path that never overflowed is trusted with when it
+/// has not been seen to hold a deeper one: its buffer is not known, and a
+/// burst of late repairs (a dead path's packets in flight) would otherwise
+/// queue an idle small path far past it. Well under the 50 ms a
+/// moderately buffered link holds at its rate.
+const UNPROVEN_US: f64 = 20_000.0;
 
 /// The queue at which a path is full, if it ever overflowed.
 #[derive(Clone, Debug)]
@@ -66,6 +72,18 @@ impl QueueLimit {
         let (limit, at) = self.limit?;
         let rise = now.saturating_duration_since(at).as_secs_f64() * LIMIT_RISE_US_PER_S;
         Some(limit + rise)
+    }
+
+    /// Return how deep the path's queue may be made at `now`, µs, by
+    /// what may as well not be sent: the limit if the path overflowed,
+    /// else the deepest queue met lately, which it held, and at least
+    /// [`UNPROVEN_US`].
+    pub fn room_us(&mut self, now: Instant) -> f64 {
+        if let Some(limit) = self.limit_us(now) {
+            return limit;
+        }
+        self.peak.expire(now);
+        self.peak.get().unwrap_or(0.0).max(UNPROVEN_US)
     }
 
     /// Return how many times the path overflowed.
@@ -118,5 +136,19 @@ mod tests {
         q.met(t0, 1000.0);
         q.overflowed(t0);
         assert_eq!(q.limit_us(t0), Some(LIMIT_FLOOR_US));
+    }
+
+    #[test]
+    fn a_path_that_never_overflowed_has_room_for_what_it_held_lately() {
+        let t0 = crate::tests::t0();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let mut q = QueueLimit::default();
+        assert_eq!(q.room_us(at(0)), UNPROVEN_US, "nothing met: the default");
+        q.met(at(0), 45_000.0);
+        assert_eq!(q.room_us(at(100)), 45_000.0, "it held 45 ms");
+        assert_eq!(q.room_us(at(600)), UNPROVEN_US, "not lately");
+        q.met(at(700), 30_000.0);
+        q.overflowed(at(700));
+        assert_eq!(q.room_us(at(700)), 24_000.0, "the limit once it overflowed");
     }
 }
