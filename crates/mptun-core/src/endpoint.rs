@@ -145,7 +145,8 @@ pub struct EndpointStats {
     /// longer after they were sent than the log spans (or never sent).
     pub repairs_gone: u64,
     /// Packets the peer asked for that no path would bring while they were
-    /// of use: not resent, left to the inner flow.
+    /// of use, nor, later, had room for: not resent, left to the inner
+    /// flow.
     pub repairs_too_late: u64,
 }
 

@@ -142,7 +142,7 @@ pub struct MptunDetail {
     /// Packets the receiver asked for that the sender no longer had.
     pub repairs_gone: u64,
     /// Packets the receiver asked for that the sender did not resend, as
-    /// no path would have brought them while of use.
+    /// no path would have brought them while of use, nor, later, had room.
     pub repairs_too_late: u64,
     /// Times, on both sites and all paths, a probe's echo was overdue enough
     /// for new data to avoid the path.

@@ -425,12 +425,12 @@ pub fn render(s: &Status) -> String {
         ),
         (
             "mptun_repairs_gone",
-            "Packets the peer asked for that had left the sent log, not resent.",
+            "Packets the peer asked for that were not in the sent log, not resent.",
             r.repairs_gone,
         ),
         (
             "mptun_repairs_too_late",
-            "Packets the peer asked for that no path would bring while of use, not resent.",
+            "Packets the peer asked for that no path would bring while of use or had room for later, not resent.",
             r.repairs_too_late,
         ),
         (

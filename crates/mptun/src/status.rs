@@ -227,12 +227,12 @@ pub struct ReorderStatus {
     /// one of `interface.low-latency-dscp`.
     #[serde(default)]
     pub tcp_low_latency_sent: u64,
-    /// Packets the peer asked for that had left our sent log: asked for
-    /// longer after they were sent than the log spans.
+    /// Packets the peer asked for that were not in our sent log: asked
+    /// for longer after they were sent than the log spans (or never sent).
     #[serde(default)]
     pub repairs_gone: u64,
     /// Packets the peer asked for that no path would have brought while
-    /// they were of use, left to the inner flow.
+    /// they were of use, nor, later, had room for: left to the inner flow.
     #[serde(default)]
     pub repairs_too_late: u64,
 }
@@ -618,7 +618,7 @@ pub fn render(s: &Status) -> String {
     );
     let _ = writeln!(
         o,
-        "  repairs the peer asked for and we did not send: {} gone from the sent log, {} too late to be of use",
+        "  repairs the peer asked for and we did not send: {} gone from the sent log, {} too late or with no room",
         r.repairs_gone, r.repairs_too_late
     );
     if let Some(wait) = r.tcp_hold_ms {
