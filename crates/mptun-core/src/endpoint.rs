@@ -887,7 +887,7 @@ impl Endpoint {
             // repair that comes late there goes the soonest way with room,
             // on a clean path first.
             let clean = self.paths.usable_for_repair(lost_on);
-            let late_by = in_time_us.unwrap_or(f64::INFINITY);
+            let waited_us = in_time_us.unwrap_or(f64::INFINITY);
             let paths = self.paths.as_mut_slice();
             let soonest_in_time = self
                 .scheduler
@@ -901,10 +901,10 @@ impl Endpoint {
             let Some((path, arrival)) = soonest_in_time.and_then(|pick| {
                 of_use(pick).or_else(|| {
                     self.scheduler
-                        .pick_soonest_with_room(paths, now, len, clean, late_by)
+                        .pick_soonest_with_room(paths, now, len, clean, waited_us)
                         .or_else(|| {
                             self.scheduler
-                                .pick_soonest_with_room(paths, now, len, usable, late_by)
+                                .pick_soonest_with_room(paths, now, len, usable, waited_us)
                         })
                 })
             }) else {
