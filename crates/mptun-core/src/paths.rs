@@ -1036,7 +1036,7 @@ impl PathTable {
         let round_trip = self.least_round_trip()?;
         let base = self.least_base_round_trip()?;
         let spread = Duration::from_micros(self.tcp_spread_us(now) as u64);
-        let waited = spread + REPAIR_PATIENCE_MARGIN + (base + spread) / 4;
+        let waited = repair_of_use_within(spread, base);
         Some(waited.saturating_sub(round_trip).as_secs_f64() * 1e6)
     }
 
@@ -1080,7 +1080,7 @@ impl PathTable {
         let Some(base) = self.least_base_round_trip() else {
             return false;
         };
-        base + shows <= spread + REPAIR_PATIENCE_MARGIN + (base + spread) / 4
+        base + shows <= repair_of_use_within(spread, base)
     }
 
     /// Whether a path that is up is known to lose more than a clean one.
@@ -1254,6 +1254,14 @@ fn poisson_tail(mean: f64, k: f64) -> f64 {
         term *= mean / i;
     }
     (1.0 - below).max(0.0)
+}
+
+/// Return how long after a loss shows its repair is of use, given the
+/// spread of the paths TCP takes and the flow's least base round trip: the
+/// peer waits the spread and a margin, and the flow reads a repair up to a
+/// quarter of its round trip later than that as reordering (RACK's window).
+fn repair_of_use_within(spread: Duration, base: Duration) -> Duration {
+    spread + REPAIR_PATIENCE_MARGIN + (base + spread) / 4
 }
 
 #[cfg(test)]
