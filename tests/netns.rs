@@ -799,6 +799,18 @@ fn metrics_are_openmetrics_and_count_the_traffic() {
             assert!(a > b + 1e6, "{counter} of path {path}: {b} -> {a}");
         }
         assert_eq!(sample(&after, &format!("mptun_path_up{labels}")), 1.0);
+        // What the scheduler works from, for whoever asks why a path got
+        // what it got.
+        let model_rate = sample(
+            &after,
+            &format!("mptun_path_model_rate_bits_per_second{labels}"),
+        );
+        assert!(
+            model_rate > 1e6,
+            "path {path} drained at {model_rate} bit/s"
+        );
+        // Present; how deep depends on the moment scraped.
+        sample(&after, &format!("mptun_path_model_queue_seconds{labels}"));
     }
     let b = parse_openmetrics(&scrape(&ns_b, 9586));
     // B receives the striped data: its reorder buffer held some of it, and

@@ -1152,6 +1152,7 @@ impl PathTable {
             owd_rel_ms: rel(&|q: &Path| q.owd_out.min().map(|m| m as f64)),
             queue_ms: p.owd_out.queueing() / 1000.0,
             model_queue_ms: p.queue.delay_us(p.rate()) / 1000.0,
+            model_rate_mbps: p.rate() * 8.0,
             rate_mbps: p
                 .delivery
                 .measured()

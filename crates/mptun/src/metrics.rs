@@ -209,6 +209,18 @@ pub fn render(s: &Status) -> String {
         &path_gauges(&|p| p.rate_mbps.map(|r| r * 1e6)),
     );
     f.gauge(
+        "mptun_path_model_rate_bits_per_second",
+        None,
+        "Rate the scheduler's model drains the path at.",
+        &path_gauges(&|p| p.model_rate_mbps.map(|r| r * 1e6)),
+    );
+    f.gauge(
+        "mptun_path_model_queue_seconds",
+        Some("seconds"),
+        "Queue the scheduler's model holds on the path.",
+        &path_gauges(&|p| Some(p.model_queue_ms / 1e3)),
+    );
+    f.gauge(
         "mptun_path_train_rate_bits_per_second",
         None,
         "Highest rate the path's probe trains arrived at when its session came up.",

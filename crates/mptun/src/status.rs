@@ -252,6 +252,11 @@ pub struct PathStatus {
     pub owd_rel_ms: Option<f64>,
     pub queue_ms: f64,
     pub model_queue_ms: f64,
+    /// The rate the scheduler's model drains the path at, Mbit/s: the
+    /// measured delivery rate, or before one was measured behind a queue,
+    /// the probe trains' or a little over what the path carried.
+    #[serde(default)]
+    pub model_rate_mbps: Option<f64>,
     pub rate_mbps: Option<f64>,
     /// The highest rate our probe trains arrived at, Mbit/s: the path's
     /// bottleneck as measured when its session came up.
@@ -693,6 +698,13 @@ pub fn render(s: &Status) -> String {
                 p.train_mbps
                     .map_or(String::new(), |r| format!(" (probe trains {r:.1} Mbit/s)")),
                 p.loss_pct
+            );
+        }
+        if let Some(rate) = p.model_rate_mbps {
+            let _ = writeln!(
+                o,
+                "  scheduler: drains it at {rate:.1} Mbit/s, {:.2} ms queued in its model",
+                p.model_queue_ms
             );
         }
         let _ = writeln!(o, "  local: {}", p.local);

@@ -181,6 +181,10 @@ pub struct PathEstimate {
     pub queue_ms: f64,
     /// The scheduler's model of that queue, ms, as of the last packet.
     pub model_queue_ms: f64,
+    /// The rate the scheduler's model drains the path at, Mbit/s: the
+    /// delivery rate once measured behind a queue, else what the trains
+    /// or what it carried say (see [`Path::rate`]).
+    pub model_rate_mbps: f64,
     /// Delivery rate (windowed max), Mbit/s.
     pub rate_mbps: Option<f64>,
     /// The highest rate our probe trains arrived at, Mbit/s.

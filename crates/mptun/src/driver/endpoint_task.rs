@@ -363,6 +363,7 @@ impl<T: TunDevice> EndpointTask<T> {
             owd_rel_ms: est.owd_rel_ms,
             queue_ms: est.queue_ms,
             model_queue_ms: est.model_queue_ms,
+            model_rate_mbps: Some(est.model_rate_mbps),
             rate_mbps: est.rate_mbps,
             train_mbps: est.train_mbps,
             loss_pct: est.loss * 100.0,
