@@ -253,8 +253,9 @@ pub struct PathStatus {
     pub queue_ms: f64,
     pub model_queue_ms: f64,
     /// The rate the scheduler's model drains the path at, Mbit/s: the
-    /// measured delivery rate, or before one was measured behind a queue,
-    /// the probe trains' or a little over what the path carried.
+    /// delivery rate measured behind a queue; before that, the probe
+    /// trains' rate (100 Mbit/s until they report) or what the path
+    /// carried, whichever is more, a quarter over once it carried any.
     #[serde(default)]
     pub model_rate_mbps: Option<f64>,
     pub rate_mbps: Option<f64>,

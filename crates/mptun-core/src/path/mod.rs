@@ -181,9 +181,8 @@ pub struct PathEstimate {
     pub queue_ms: f64,
     /// The scheduler's model of that queue, ms, as of the last packet.
     pub model_queue_ms: f64,
-    /// The rate the scheduler's model drains the path at, Mbit/s: the
-    /// delivery rate once measured behind a queue, else what the trains
-    /// or what it carried say (see [`Path::rate`]).
+    /// The rate the scheduler's model drains the path at, Mbit/s (see
+    /// [`Path::rate`]).
     pub model_rate_mbps: f64,
     /// Delivery rate (windowed max), Mbit/s.
     pub rate_mbps: Option<f64>,
