@@ -751,6 +751,15 @@ impl PathTable {
             }
             random
         };
+        if self.clean_paths_replace(i) {
+            self.paths[i].liveness.set_aside(now);
+            self.set_state(i, PathState::SetAside, PathChange::SetAside { loss });
+        }
+    }
+
+    /// Return whether the clean paths up beside lossy path `i` carry
+    /// enough of its capacity for it to be set aside.
+    fn clean_paths_replace(&self, i: usize) -> bool {
         let clean_capacity: f64 = self
             .paths
             .iter()
@@ -758,12 +767,22 @@ impl PathTable {
             .filter(|&(j, q)| j != i && q.state() == PathState::Up && known_clean(q))
             .map(|(_, q)| q.delivery.capacity_or_trains())
             .sum();
-        if clean_capacity > 0.0
+        clean_capacity > 0.0
             && clean_capacity
                 >= SET_ASIDE_FOR_CLEAN_SHARE * self.paths[i].delivery.capacity_or_trains()
-        {
-            self.paths[i].liveness.set_aside(now);
-            self.set_state(i, PathState::SetAside, PathChange::SetAside { loss });
+    }
+
+    /// Bring back the paths set aside for their loss that the clean paths
+    /// still up no longer replace: a lossy path carries more than small
+    /// clean ones, and far more than none, for as long as the outage lasts.
+    /// Their loss is kept, so they are set aside again once the clean
+    /// paths are back.
+    fn recall_set_aside(&mut self) {
+        for i in 0..self.paths.len() {
+            if self.paths[i].state() == PathState::SetAside && !self.clean_paths_replace(i) {
+                self.paths[i].liveness.recall();
+                self.set_state(i, PathState::Up, PathChange::Recalled);
+            }
         }
     }
 
@@ -894,6 +913,7 @@ impl PathTable {
                 p.delivery.forget_report();
                 p.liveness.went_down(now);
                 self.set_state(i, PathState::Down, PathChange::Down { silent });
+                self.recall_set_aside();
             }
         }
     }

@@ -433,6 +433,37 @@ fn a_set_aside_path_back_from_down_says_it_stays_set_aside() {
 }
 
 #[test]
+fn a_set_aside_path_carries_data_while_the_clean_one_is_down() {
+    // Set aside for the clean path beside it, a lossy path is all there
+    // is once that one is cut; its loss is kept, to set it aside again
+    // once the clean path is back.
+    let mut pair = Pair::new(&[5, 30]);
+    pair.run(0, 1000);
+    while pair.a.poll_event().is_some() {}
+    let at = pair.at(1000);
+    let path = pair.a.paths.path_mut(PathId(0));
+    path.delivery.set_loss(0.02);
+    path.liveness.set_aside(at);
+    path.liveness.set(PathState::SetAside);
+    assert_eq!(pair.a.usable(), PathSet(0b10));
+    pair.delays[1] = None;
+    let down_at = pair
+        .first_down(Side::A, PathId(1), 1000..2000, |_, _| {})
+        .expect("never marked down");
+    let events: Vec<PathChange> = std::iter::from_fn(|| pair.a.poll_event())
+        .map(|e| e.change)
+        .collect();
+    assert!(
+        matches!(events[..], [PathChange::Down { .. }, PathChange::Recalled]),
+        "{events:?}"
+    );
+    assert_eq!(pair.a.state(PathId(0)), PathState::Up);
+    assert_eq!(pair.a.usable(), PathSet(0b01));
+    let loss = pair.a.estimate(PathId(0), pair.at(down_at)).loss;
+    assert_eq!(loss, 0.02);
+}
+
+#[test]
 fn light_load_takes_the_fast_path_and_heavy_load_spills_over() {
     let mut pair = Pair::new(&[5, 30]);
     pair.run(0, 1000);

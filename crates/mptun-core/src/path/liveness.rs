@@ -162,6 +162,13 @@ impl Liveness {
         self.aside_for = (self.aside_for * 2).min(ASIDE_MAX);
     }
 
+    /// The path is wanted back before its time set aside is up: its next
+    /// time aside is no longer than this one.
+    pub fn recall(&mut self) {
+        self.aside_until = None;
+        self.aside_for = (self.aside_for / 2).max(ASIDE_FIRST);
+    }
+
     /// Whether the time set aside is up at `now`; if so, forget it.
     pub fn aside_ends(&mut self, now: Instant) -> bool {
         if self.aside_until.is_some_and(|t| t <= now) {

@@ -166,6 +166,9 @@ pub enum PathChange {
     /// Its probes are echoed again after it was down, but it had been set
     /// aside for its loss before: it stays set aside until its retry.
     BackSetAside,
+    /// It was set aside for its loss, but the clean paths it was set aside
+    /// for went down: it carries data again until they are back.
+    Recalled,
     /// Its WireGuard session is gone.
     NoSession,
 }

@@ -133,8 +133,12 @@ impl<T: TunDevice> EndpointTask<T> {
             self.changes.resize(i + 1, (0, None));
         }
         let (flaps, at) = &mut self.changes[i];
-        // A path back from down is no flap of its own, set aside or not.
-        if !matches!(event.change, PathChange::Up | PathChange::BackSetAside) {
+        // A path back from down is no flap of its own, set aside or not,
+        // nor one recalled for another path's outage.
+        if !matches!(
+            event.change,
+            PathChange::Up | PathChange::BackSetAside | PathChange::Recalled
+        ) {
             *flaps += 1;
         }
         *at = Some(now());
@@ -425,6 +429,11 @@ fn log_path_event(paths: &[Arc<PathInfo>], event: PathEvent) {
             %path,
             %endpoint,
             "path back up; still set aside for its loss until its retry"
+        ),
+        PathChange::Recalled => warn!(
+            %path,
+            %endpoint,
+            "set-aside path carries data again: the clean paths beside it are down"
         ),
         PathChange::NoSession => warn!(%path, "path down: no WireGuard session"),
     }
