@@ -243,6 +243,7 @@ impl PathTable {
                 p.probes.stop();
                 p.trains.stop();
                 self.set_state(i, PathState::NoSession, PathChange::NoSession);
+                self.recall_set_aside();
             }
         }
     }
@@ -773,8 +774,9 @@ impl PathTable {
     }
 
     /// Bring back the paths set aside for their loss that the clean paths
-    /// still up no longer replace: a lossy path carries more than small
-    /// clean ones, and far more than none, for as long as the outage lasts.
+    /// still up no longer replace, once one is down or its session gone: a
+    /// lossy path carries more than small clean ones, and far more than
+    /// none, for as long as the outage lasts.
     /// Their loss is kept, so they are set aside again once the clean
     /// paths are back.
     fn recall_set_aside(&mut self) {

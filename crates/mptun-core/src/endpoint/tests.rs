@@ -432,35 +432,57 @@ fn a_set_aside_path_back_from_down_says_it_stays_set_aside() {
     assert_eq!(pair.a.state(PathId(1)), PathState::SetAside);
 }
 
+/// Run `pair` 1 s, set path 0 aside for a 2% loss beside the clean path
+/// 1, and clear the events.
+fn set_path_0_aside(pair: &mut Pair) {
+    pair.run(0, 1000);
+    let at = pair.at(1000);
+    let path = pair.a.paths.path_mut(PathId(0));
+    path.delivery.set_loss(0.02);
+    path.liveness.set_aside(at);
+    path.liveness.set(PathState::SetAside);
+    while pair.a.poll_event().is_some() {}
+    assert_eq!(pair.a.usable(), PathSet(0b10));
+}
+
+/// Assert that path 0, set aside, is back for data with its loss kept,
+/// after `first` (path 1's change).
+fn assert_path_0_recalled(pair: &mut Pair, at: Instant, first: fn(&PathChange) -> bool) {
+    let events: Vec<PathChange> = std::iter::from_fn(|| pair.a.poll_event())
+        .map(|e| e.change)
+        .collect();
+    assert!(
+        events.len() == 2 && first(&events[0]) && events[1] == PathChange::Recalled,
+        "{events:?}"
+    );
+    assert_eq!(pair.a.state(PathId(0)), PathState::Up);
+    assert_eq!(pair.a.usable(), PathSet(0b01));
+    assert_eq!(pair.a.estimate(PathId(0), at).loss, 0.02);
+}
+
 #[test]
 fn a_set_aside_path_carries_data_while_the_clean_one_is_down() {
     // Set aside for the clean path beside it, a lossy path is all there
     // is once that one is cut; its loss is kept, to set it aside again
     // once the clean path is back.
     let mut pair = Pair::new(&[5, 30]);
-    pair.run(0, 1000);
-    while pair.a.poll_event().is_some() {}
-    let at = pair.at(1000);
-    let path = pair.a.paths.path_mut(PathId(0));
-    path.delivery.set_loss(0.02);
-    path.liveness.set_aside(at);
-    path.liveness.set(PathState::SetAside);
-    assert_eq!(pair.a.usable(), PathSet(0b10));
+    set_path_0_aside(&mut pair);
     pair.delays[1] = None;
     let down_at = pair
         .first_down(Side::A, PathId(1), 1000..2000, |_, _| {})
         .expect("never marked down");
-    let events: Vec<PathChange> = std::iter::from_fn(|| pair.a.poll_event())
-        .map(|e| e.change)
-        .collect();
-    assert!(
-        matches!(events[..], [PathChange::Down { .. }, PathChange::Recalled]),
-        "{events:?}"
-    );
-    assert_eq!(pair.a.state(PathId(0)), PathState::Up);
-    assert_eq!(pair.a.usable(), PathSet(0b01));
-    let loss = pair.a.estimate(PathId(0), pair.at(down_at)).loss;
-    assert_eq!(loss, 0.02);
+    let at = pair.at(down_at);
+    assert_path_0_recalled(&mut pair, at, |e| matches!(e, PathChange::Down { .. }));
+}
+
+#[test]
+fn a_set_aside_path_carries_data_once_the_clean_one_s_session_is_gone() {
+    // As when the clean path is removed from the config.
+    let mut pair = Pair::new(&[5, 30]);
+    set_path_0_aside(&mut pair);
+    let at = pair.at(1001);
+    pair.a.set_session(at, PathId(1), false);
+    assert_path_0_recalled(&mut pair, at, |e| *e == PathChange::NoSession);
 }
 
 #[test]
