@@ -776,9 +776,8 @@ impl PathTable {
     /// Bring back the paths set aside for their loss that the clean paths
     /// still up no longer replace, once one is down or its session gone: a
     /// lossy path carries more than small clean ones, and far more than
-    /// none, for as long as the outage lasts.
-    /// Their loss is kept, so they are set aside again once the clean
-    /// paths are back.
+    /// none, for as long as the outage lasts. Their loss is kept, so they
+    /// are set aside again once the clean paths are back.
     fn recall_set_aside(&mut self) {
         for i in 0..self.paths.len() {
             if self.paths[i].state() == PathState::SetAside && !self.clean_paths_replace(i) {

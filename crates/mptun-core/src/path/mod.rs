@@ -167,7 +167,8 @@ pub enum PathChange {
     /// aside for its loss before: it stays set aside until its retry.
     BackSetAside,
     /// It was set aside for its loss, but the clean paths it was set aside
-    /// for went down: it carries data again until they are back.
+    /// for went down or lost their session: it carries data again until
+    /// they are back.
     Recalled,
     /// Its WireGuard session is gone.
     NoSession,

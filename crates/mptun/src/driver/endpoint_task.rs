@@ -433,7 +433,7 @@ fn log_path_event(paths: &[Arc<PathInfo>], event: PathEvent) {
         PathChange::Recalled => warn!(
             %path,
             %endpoint,
-            "set-aside path carries data again: the clean paths beside it are down"
+            "set-aside path carries data again: the clean paths beside it are down or without a session"
         ),
         PathChange::NoSession => warn!(%path, "path down: no WireGuard session"),
     }
