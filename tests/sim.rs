@@ -2700,7 +2700,11 @@ fn a_path_losing_a_few_percent_beyond_repair_is_set_aside_within_its_first_few_h
     // 87 Mbit/s path alone. Judged as soon as it lost more than a clean
     // path would but rarely, 65-104. Simulated, the path was set aside 3.3
     // to 4.6 s into the flow, and the flow had 0.74 of the best path alone
-    // on average over these seeds; now 1.9 to 3.1 s, and 0.88.
+    // on average over the first ten seeds; then 1.9 to 3.1 s, and 0.88.
+    // Over all fifty that was 1.3 to 3.7 s (median 2.0), 75.2 Mbit/s on
+    // average: a flow that keeps the queues standing sends a packet into
+    // one in nearly every span, and no such span was judged. Judged where
+    // the queue dropped nothing, 1.3 to 2.2 s (median 1.8), 79.3 Mbit/s.
     let paths = [
         spec(15.0, 75.5, 0.0, 0.0),
         spec(29.0, 61.5, 0.0, 0.0),
@@ -2709,7 +2713,7 @@ fn a_path_losing_a_few_percent_beyond_repair_is_set_aside_within_its_first_few_h
     ];
     let mut asides = Vec::new();
     let mut goodput = 0.0;
-    for seed in 3181..=3190 {
+    for seed in 3181..=3230 {
         let r = run("lossy beyond repair", Sim::window(seed, &paths, 6.0));
         let aside = r.set_aside_after[2];
         eprintln!(
@@ -2719,13 +2723,13 @@ fn a_path_losing_a_few_percent_beyond_repair_is_set_aside_within_its_first_few_h
         let aside = aside.unwrap_or(Duration::MAX);
         assert!(aside < 3250 * MS, "seed {seed}: set aside after {aside:?}");
         asides.push(aside);
-        goodput += r.mbps(0.5, 6.0) / 10.0;
+        goodput += r.mbps(0.5, 6.0) / 50.0;
     }
     asides.sort();
     assert!(
-        asides[5] < 2500 * MS,
+        asides[25] < 2500 * MS,
         "median set aside after {:?}",
-        asides[5]
+        asides[25]
     );
     let alone =
         path_alone_window(3181, paths[3], 6.0, &[], Baseline::WireGuard, Cc::Cubic).mbps(0.5, 6.0);
