@@ -442,6 +442,13 @@ impl Endpoint {
     /// Move the inner packets released in order into `out`, for the TUN
     /// device.
     pub fn poll_deliver(&mut self, out: &mut Vec<PacketBuf>) {
+        // A repair that came after the packets behind it went is out of
+        // order already, and past its due time: behind the segments held
+        // it would wait for ones due later, and its flow would take the
+        // gap it fills for a loss.
+        while let Some(late) = self.reorder.poll_release_late() {
+            out.push(late.buf);
+        }
         while let Some(received) = self.reorder.poll_release() {
             if received.due.is_some_and(|due| due > self.now) {
                 self.stats.equalized += 1;
@@ -673,7 +680,8 @@ impl Endpoint {
         skipped: u32,
     ) {
         self.start_peer_data(now, trailer.seq);
-        // A segment due already still goes behind those held.
+        // A segment due already still goes behind those held (but a
+        // repair that comes late, see `poll_deliver`).
         let due = trailer.held.then(|| {
             self.paths
                 .equalized_due(now, trailer.sent_us, self.max_equalize)

@@ -866,6 +866,74 @@ fn a_repair_that_would_hold_the_packets_behind_it_past_the_hold_is_handed_out_la
 }
 
 #[test]
+fn a_repair_that_comes_late_passes_the_segments_held_behind_it() {
+    // Paths 20 and 60 ms one way; TCP segments are held to 60 ms. The
+    // flow takes the far path for one segment in ten, so those behind a
+    // segment lost there are mostly ones that came the near way. They
+    // wait 20 ms past their due time for its repair, which takes the near
+    // path's 40 ms round trip and comes late, into segments held for up
+    // to 40 ms more: behind them, its flow would see the gap it fills
+    // that much longer, past its reordering window, and take it for a
+    // loss.
+    let mut pair = Pair::new(&[20, 60]);
+    pair.run(0, 2000);
+    pair.carry_data = true;
+    let marked = |n: u16| {
+        let mut bytes = tcp_segment(1000).packet().to_vec();
+        bytes[40..42].copy_from_slice(&n.to_be_bytes());
+        PacketBuf::copy_of(&bytes)
+    };
+    let (mut n, mut lost) = (0u16, None);
+    let (mut came, mut delivered) = (None, None);
+    for ms in 2000..2500u64 {
+        // One a millisecond goes the near way; every tenth millisecond
+        // until the loss, a second one queues behind it there, and takes
+        // the far one.
+        let burst = if ms >= 2300 {
+            0
+        } else if ms % 10 == 0 && lost.is_none() {
+            2
+        } else {
+            1
+        };
+        for _ in 0..burst {
+            let (path, trailer) = pair.send_packet(pair.at(ms), marked(n)).expect("sent");
+            assert!(trailer.held);
+            if lost.is_none() && ms >= 2100 && path == PathId(1) {
+                let before = pair.wire.len();
+                pair.wire
+                    .retain(|w| !(w.1 && trailer_of(&w.3).seq == trailer.seq));
+                assert_eq!(pair.wire.len(), before - 1);
+                lost = Some(n);
+            }
+            n += 1;
+        }
+        pair.run(ms, ms + 1);
+        if came.is_none() && pair.b.reorder_stats().repaired_late == 1 {
+            came = Some(ms);
+        }
+        let lost = lost.map(|n| n.to_be_bytes());
+        if delivered.is_none()
+            && pair
+                .delivered
+                .iter()
+                .any(|p| lost.is_some_and(|n| p.packet()[40..42] == n))
+        {
+            delivered = Some(ms);
+        }
+    }
+    let stats = pair.b.reorder_stats();
+    assert_eq!(
+        (stats.skipped_timeout, stats.repaired_late),
+        (1, 1),
+        "{stats:?}"
+    );
+    assert_eq!(pair.delivered.len(), usize::from(n));
+    assert!(came.is_some());
+    assert_eq!(delivered, came, "delivered, and its repair came, at ms");
+}
+
+#[test]
 fn a_run_s_first_packet_lost_alone_is_asked_for_once_its_path_s_probe_names_it() {
     // The acknowledgement of a flow's first flight may be the run's first
     // data packet and go alone. Lost, nothing of the run has arrived to

@@ -72,7 +72,8 @@ pub enum Verdict {
     Buffered,
     /// It was released as lost but asked for all the same (found after a
     /// pause, or its repair slower than the repair patience, see
-    /// [`ReorderBuffer::handle_timeout`]): handed out now, out of order.
+    /// [`ReorderBuffer::handle_timeout`]): handed out now, out of order,
+    /// by [`ReorderBuffer::poll_release_late`].
     Late,
     /// It needs no order (see [`Arrival::unordered`]): handed out now,
     /// ahead of earlier packets still awaited.
@@ -174,6 +175,9 @@ pub struct ReorderBuffer<P> {
     hold: Hold,
     /// Packets released in order, not taken by the caller yet.
     ready: VecDeque<P>,
+    /// Repairs handed out late (see [`Verdict::Late`]), not taken by the
+    /// caller yet.
+    late: VecDeque<P>,
     /// How long released packets waited.
     waits: HoldHistogram,
     /// Losses released while asked for, so as not to hold what came after
@@ -212,6 +216,7 @@ impl<P> ReorderBuffer<P> {
             repairs: Repairs::default(),
             hold: Hold::new(config.hold),
             ready: VecDeque::new(),
+            late: VecDeque::new(),
             waits: HoldHistogram::default(),
             wanted_late: WantedLate::default(),
             repair_patience: None,
@@ -319,7 +324,7 @@ impl<P> ReorderBuffer<P> {
         if offset < 0 && wanted_late {
             self.hold.repaired_late(seq);
             self.stats.repaired_late += 1;
-            self.ready.push_back(packet);
+            self.late.push_back(packet);
             return Ok(Verdict::Late);
         }
         if offset < 0 {
@@ -370,6 +375,12 @@ impl<P> ReorderBuffer<P> {
     /// Take the next packet released in order, if any.
     pub fn poll_release(&mut self) -> Option<P> {
         self.ready.pop_front()
+    }
+
+    /// Take the next repair handed out late, if any: the packets behind
+    /// it went before it.
+    pub fn poll_release_late(&mut self) -> Option<P> {
+        self.late.pop_front()
     }
 
     /// Return when [`handle_timeout`](Self::handle_timeout) must next be called.
@@ -891,7 +902,14 @@ mod tests {
         }
 
         fn drain(&mut self) {
+            let mut released = Vec::new();
+            while let Some(p) = self.buf.poll_release_late() {
+                released.push(p);
+            }
             while let Some(p) = self.buf.poll_release() {
+                released.push(p);
+            }
+            for p in released {
                 let seq: [u8; 4] = p[..4].try_into().expect("4-byte payload");
                 self.delivered.push(u32::from_be_bytes(seq));
             }
