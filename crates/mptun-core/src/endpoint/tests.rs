@@ -868,13 +868,13 @@ fn a_repair_that_would_hold_the_packets_behind_it_past_the_hold_is_handed_out_la
 #[test]
 fn a_repair_that_comes_late_passes_the_segments_held_behind_it() {
     // Paths 20 and 60 ms one way; TCP segments are held to 60 ms. The
-    // flow takes the far path for one segment in ten, so those behind a
-    // segment lost there are mostly ones that came the near way. They
-    // wait 20 ms past their due time for its repair, which takes the near
-    // path's 40 ms round trip and comes late, into segments held for up
-    // to 40 ms more: behind them, its flow would see the gap it fills
-    // that much longer, past its reordering window, and take it for a
-    // loss.
+    // flow takes the far path for one segment in ten until one is lost
+    // there, and only the near one after, so the segments behind the loss
+    // came the near way. They wait 20 ms past their due time for its
+    // repair, which takes the near path's 40 ms round trip and comes
+    // late, into segments held for up to 40 ms more: behind them, its
+    // flow would see the gap it fills that much longer, past its
+    // reordering window, and take it for a loss.
     let mut pair = Pair::new(&[20, 60]);
     pair.run(0, 2000);
     pair.carry_data = true;

@@ -164,7 +164,8 @@ pub(crate) struct Delivery {
     /// initial guess, the guess until the path is measured.
     rate_train: Option<f64>,
     last_report: Option<ReceiveReport>,
-    /// Loss of our data, spans with a standing queue left out.
+    /// Loss of our data, spans with a standing queue left out unless the
+    /// queue dropped none of it.
     loss: LossEstimate,
     /// Loss of our data over every span, queue overflows included.
     any_loss: LossEstimate,
@@ -455,9 +456,9 @@ impl Delivery {
         }
         let expected = report.rx_highest.distance_from(from);
         let got = i64::try_from(report.rx_packets - last.rx_packets).unwrap_or(i64::MAX);
-        // A span with a packet sent into a standing queue is not judged: the
-        // queue may be gone by the span's end (the inner flow backed off
-        // after its drops).
+        // A span with a packet sent into a standing queue is judged only if
+        // the queue dropped none of it (below): the queue may be gone by the
+        // span's end (the inner flow backed off after its drops).
         let sent_into_queue = self.last_congested.is_some_and(|c| from.is_before(c));
         if expected <= 0 {
             return false;
@@ -477,9 +478,10 @@ impl Delivery {
         }
         let overflowed =
             sent_into_queue && lost >= 2 && fraction > 2.0 * self.loss() + OVERFLOW_LOSS_MARGIN;
-        // Sent into a queue, a span that lost no more than the path loses
-        // and nothing the peer saw dropped at the queue is judged as any:
-        // a flow that keeps the queues standing would leave none judged.
+        // Sent into a queue, a span that the peer saw nothing dropped at
+        // the queue in, and that lost less than an overflow does, is
+        // judged as any other: a flow that keeps the queues standing would
+        // leave none judged.
         let queue_lost_nothing = sent_into_queue && !overflowed && at_queue == 0;
         if !context.congested && (!sent_into_queue || queue_lost_nothing) && context.settled {
             self.loss.add(path_lost, expected);
