@@ -55,7 +55,9 @@ pub struct SystemResult {
     /// Retransmissions the receiver reported as duplicates (D-SACKs):
     /// the data was only late, reordered past the sender's tolerance.
     pub spurious_retransmits: u64,
-    /// Goodput every half second.
+    /// The sender's rate every half second (iperf3's client intervals):
+    /// what it wrote into its socket, which runs ahead of `goodput_mbps`
+    /// while the socket's buffer fills.
     pub series_mbps: Vec<f64>,
     /// How well the host kept up while this system was measured.
     pub host: HostConditions,
@@ -568,7 +570,8 @@ pub(super) fn build_topology(scenario: &Scenario) -> anyhow::Result<Topology> {
 /// One system's flow.
 struct Measured {
     tcp: TcpResult,
-    /// Goodput every half second.
+    /// The sender's rate every half second (see
+    /// [`SystemResult::series_mbps`]).
     series_mbps: Vec<f64>,
     /// What the sending host's TCP counted during the flow, if its counters
     /// could be read before and after.
