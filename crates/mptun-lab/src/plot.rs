@@ -105,7 +105,7 @@ pub fn draw(report: &LabReport, path: &Path) -> anyhow::Result<()> {
         .iter()
         .map(|s| (s.name.clone(), s.series_mbps.as_slice()))
         .collect();
-    let caption = format!("{}: one TCP flow, rate sent", report.scenario_name);
+    let caption = format!("{}: goodput of one TCP flow", report.scenario_name);
     draw_chart(&top, &caption, duration, max_system, systems, 0)?;
 
     let per_path = &report.mptun.path_series_mbps;

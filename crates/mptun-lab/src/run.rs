@@ -55,9 +55,8 @@ pub struct SystemResult {
     /// Retransmissions the receiver reported as duplicates (D-SACKs):
     /// the data was only late, reordered past the sender's tolerance.
     pub spurious_retransmits: u64,
-    /// The sender's rate every half second (iperf3's client intervals):
-    /// what it wrote into its socket, which runs ahead of `goodput_mbps`
-    /// while the socket's buffer fills.
+    /// Goodput every half second: what the receiver got in each interval
+    /// (iperf3's server intervals).
     pub series_mbps: Vec<f64>,
     /// How well the host kept up while this system was measured.
     pub host: HostConditions,
@@ -225,6 +224,7 @@ pub struct Failover {
     pub carries_again_after_s: Option<f64>,
 }
 
+/// How often the flow's goodput and mptun's counters are sampled.
 const SAMPLE: Duration = Duration::from_millis(500);
 /// How long after the flow's start its steady state is taken to begin.
 const STEADY_AFTER: Duration = Duration::from_secs(1);
@@ -570,8 +570,7 @@ pub(super) fn build_topology(scenario: &Scenario) -> anyhow::Result<Topology> {
 /// One system's flow.
 struct Measured {
     tcp: TcpResult,
-    /// The sender's rate every half second (see
-    /// [`SystemResult::series_mbps`]).
+    /// Goodput every half second (see [`SystemResult::series_mbps`]).
     series_mbps: Vec<f64>,
     /// What the sending host's TCP counted during the flow, if its counters
     /// could be read before and after.
@@ -933,16 +932,16 @@ fn flow(
         duration: scenario.duration,
         streams,
         congestion: Some(&scenario.congestion_control),
-        extra: [vec!["-i".to_string(), "0.5".to_string()], extra].concat(),
+        extra,
         wrapper,
     }
-    .run()?;
+    .run_reporting_every(SAMPLE.as_secs_f64())?;
     Ok(parse_tcp(&json))
 }
 
 fn parse_tcp(json: &serde_json::Value) -> (TcpResult, Vec<f64>) {
     let end = &json["end"];
-    let series = json["intervals"]
+    let series = json["server_output_json"]["intervals"]
         .as_array()
         .map(|v| {
             v.iter()
@@ -1096,20 +1095,7 @@ fn flow_with_events_inner(
                 wrapper.clone(),
             );
             let scenario = scenario.clone();
-            scope.spawn(move || {
-                let json = Iperf {
-                    client_ns: &ns_a,
-                    server_ns: &ns_b,
-                    server_addr: addr,
-                    duration: scenario.duration,
-                    streams,
-                    congestion: Some(&scenario.congestion_control),
-                    extra: [vec!["-i".to_string(), "0.5".to_string()], extra].concat(),
-                    wrapper,
-                }
-                .run()?;
-                anyhow::Ok(parse_tcp(&json))
-            })
+            scope.spawn(move || flow(&ns_a, &ns_b, addr, &scenario, streams, extra, wrapper))
         };
         // iperf3 takes ~0.2 s to start its server and connect; events are
         // timed from then.
@@ -1479,6 +1465,25 @@ mod tests {
         assert_eq!(process_ticks(stat), Some(175));
         assert_eq!(process_ticks("4242 (cut"), None);
         assert_eq!(process_ticks("4242 (x) S 1 2"), None);
+    }
+
+    #[test]
+    fn the_goodput_series_is_what_the_receiver_got() {
+        // The sender's intervals run ahead while its socket buffer fills;
+        // the series is the receiver's.
+        let interval = |mbps: f64| serde_json::json!({ "sum": { "bits_per_second": mbps * 1e6 } });
+        let json = serde_json::json!({
+            "intervals": [interval(400.0), interval(300.0)],
+            "end": {
+                "sum_received": { "bits_per_second": 150e6 },
+                "sum_sent": { "retransmits": 7 },
+            },
+            "server_output_json": { "intervals": [interval(100.0), interval(200.0)] },
+        });
+        let (tcp, series) = parse_tcp(&json);
+        assert_eq!(series, vec![100.0, 200.0]);
+        assert_eq!(tcp.goodput_mbps, 150.0);
+        assert_eq!(tcp.retransmits, 7);
     }
 
     #[test]

@@ -451,13 +451,36 @@ static PORT: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(53
 impl Iperf<'_> {
     /// Run it and return iperf3's JSON result.
     pub fn run(&self) -> anyhow::Result<serde_json::Value> {
+        self.run_reporting(None)
+    }
+
+    /// Run it with both ends reporting every `secs` seconds, and return
+    /// iperf3's JSON result; the receiver's intervals are in its
+    /// `server_output_json`. The sender's intervals count what it wrote
+    /// into its socket, which runs ahead of what arrives while the
+    /// socket's buffer fills; the receiver's count what arrived.
+    pub fn run_reporting_every(&self, secs: f64) -> anyhow::Result<serde_json::Value> {
+        self.run_reporting(Some(secs))
+    }
+
+    fn run_reporting(&self, every_secs: Option<f64>) -> anyhow::Result<serde_json::Value> {
         let port = PORT
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
             .to_string();
+        let interval = every_secs.map(|secs| format!("{secs}"));
+        let server_reports: Vec<&str> = match &interval {
+            Some(secs) => vec!["-i", secs, "--json"],
+            None => vec![],
+        };
+        let client_reports: Vec<&str> = match &interval {
+            Some(secs) => vec!["-i", secs, "--get-server-output"],
+            None => vec![],
+        };
         let mut server = Command::new("ip")
             .args(["netns", "exec", self.server_ns])
             .args(&self.wrapper)
             .args(["iperf3", "-s", "-1", "-p", &port])
+            .args(&server_reports)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -474,6 +497,7 @@ impl Iperf<'_> {
                 .args(["iperf3", "-c", &self.server_addr, "-p", &port, "--json"])
                 .args(["-t", &format!("{}", self.duration)])
                 .args(["-P", &self.streams.to_string()])
+                .args(&client_reports)
                 .args(&self.extra);
             if let Some(cc) = self.congestion {
                 client.args(["-C", cc]);
