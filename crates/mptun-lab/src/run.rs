@@ -941,10 +941,16 @@ fn flow(
 
 fn parse_tcp(json: &serde_json::Value) -> (TcpResult, Vec<f64>) {
     let end = &json["end"];
+    // The receiver's last interval is the few milliseconds its last bytes
+    // took after the sender stopped: a rate over them says nothing.
+    let full = |i: &&serde_json::Value| {
+        i["sum"]["seconds"].as_f64().unwrap_or(0.0) >= SAMPLE.as_secs_f64() / 2.0
+    };
     let series = json["server_output_json"]["intervals"]
         .as_array()
         .map(|v| {
             v.iter()
+                .filter(full)
                 .map(|i| i["sum"]["bits_per_second"].as_f64().unwrap_or(0.0) / 1e6)
                 .collect()
         })
@@ -1471,14 +1477,17 @@ mod tests {
     fn the_goodput_series_is_what_the_receiver_got() {
         // The sender's intervals run ahead while its socket buffer fills;
         // the series is the receiver's.
-        let interval = |mbps: f64| serde_json::json!({ "sum": { "bits_per_second": mbps * 1e6 } });
+        let interval = |seconds: f64, mbps: f64| serde_json::json!({ "sum": { "seconds": seconds, "bits_per_second": mbps * 1e6 } });
         let json = serde_json::json!({
-            "intervals": [interval(400.0), interval(300.0)],
+            "intervals": [interval(0.5, 400.0), interval(0.5, 300.0)],
             "end": {
                 "sum_received": { "bits_per_second": 150e6 },
                 "sum_sent": { "retransmits": 7 },
             },
-            "server_output_json": { "intervals": [interval(100.0), interval(200.0)] },
+            // Its last few milliseconds' rate is left out.
+            "server_output_json": {
+                "intervals": [interval(0.5, 100.0), interval(0.5, 200.0), interval(0.004, 900.0)],
+            },
         });
         let (tcp, series) = parse_tcp(&json);
         assert_eq!(series, vec![100.0, 200.0]);
