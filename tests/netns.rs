@@ -383,13 +383,34 @@ fn udp_receive_buffer_drops(ns: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// Share of its clean goodput the flow keeps under the flood.
+const FLOODED_OVER_CLEAN_MIN: f64 = 0.9;
+
+/// One flow clean, then one under the flood, and what the flood did.
+struct FloodedRun {
+    ratio: f64,
+    clean_mbps: f64,
+    flooded_mbps: f64,
+    retransmits: u64,
+    /// Datagrams the flood sent.
+    sent: u64,
+    /// Datagrams the tunnel carried, both ways, while flooded.
+    carried: u64,
+    /// B's repairs asked, repairs got, gaps released, while flooded.
+    lost: [u64; 3],
+    /// Datagrams dropped at A's and B's full receive buffers, while flooded.
+    drops: [u64; 2],
+    steal: Option<f64>,
+}
+
 /// A flood at every path port of both sites, as fast as one core sends it:
 /// datagrams captured off the wire replayed both ways, A's handshake
 /// initiations replayed to every one of B's paths, cookie replies forged
 /// from them, and garbage, more than four for each datagram the tunnel
-/// carries. The TCP flow keeps at least 90% of its clean goodput, no
-/// endpoint moves, nothing is delivered twice, memory stays
-/// bounded. About 25 s; its figures (in README) with
+/// carries. The TCP flow keeps at least 90% of its clean goodput (the pair
+/// measured again, up to three times, while steal is 5% or more), no
+/// endpoint moves, nothing is delivered twice, memory stays bounded.
+/// About 25 s; its figures (in README) with
 /// `cargo test --release -p mptun-lab --test netns flood -- --nocapture`.
 #[test]
 fn a_flood_of_replays_forgeries_and_garbage_costs_the_flow_little() {
@@ -412,7 +433,7 @@ fn a_flood_of_replays_forgeries_and_garbage_costs_the_flow_little() {
         duration: 10.0,
         ..one_path_args(&ns_a, &ns_b)
     };
-    // Traffic to capture, then the clean baseline.
+    // Traffic to capture.
     Iperf {
         duration: 2.0,
         ..through.clone()
@@ -420,7 +441,6 @@ fn a_flood_of_replays_forgeries_and_garbage_costs_the_flow_little() {
     .tcp()
     .expect("iperf3 to capture");
     let captured = capture.stop();
-    let clean = through.tcp().expect("clean iperf3");
 
     let status = |site| sites.status(site).expect("status");
     let endpoints = |site| -> Vec<Option<String>> {
@@ -480,19 +500,59 @@ fn a_flood_of_replays_forgeries_and_garbage_costs_the_flow_little() {
             .map(|p| p.tx_datagrams)
             .sum()
     };
-    let (lost_before, drops_before) = (lost(Site::B), socket_drops());
-    let datagrams_before = tunnel_datagrams();
-    let attack = flood::Flood::start(&ns_a, &ns_b, plan);
-    let flooded = through.tcp().expect("iperf3 under the flood");
-    let sent = attack.stop();
-    let carried = tunnel_datagrams().saturating_sub(datagrams_before);
-    let [asked, repaired, released] = {
-        let after = lost(Site::B);
-        [0, 1, 2].map(|i| after[i].saturating_sub(lost_before[i]))
-    };
-    let [drops_a, drops_b] = {
-        let after = socket_drops();
-        [0, 1].map(|i| after[i].saturating_sub(drops_before[i]))
+    // The flood takes one of the host's two cores for itself. A host
+    // starved by its hypervisor leaves the sites less than they need beside
+    // it, and the flooded flow measures the host: measure the pair, clean
+    // then flooded, again, as the first test here measures its flow again.
+    let mut attempt = 1;
+    let run = loop {
+        let before = read_cpu_times();
+        let clean = through.tcp().expect("clean iperf3");
+        let (lost_before, drops_before) = (lost(Site::B), socket_drops());
+        let datagrams_before = tunnel_datagrams();
+        let attack = flood::Flood::start(&ns_a, &ns_b, plan.clone());
+        let flooded = through.tcp().expect("iperf3 under the flood");
+        let sent = attack.stop();
+        let steal = before
+            .zip(read_cpu_times())
+            .and_then(|(before, after)| after.steal_pct_since(&before));
+        let run = FloodedRun {
+            ratio: flooded.goodput_mbps / clean.goodput_mbps,
+            clean_mbps: clean.goodput_mbps,
+            flooded_mbps: flooded.goodput_mbps,
+            retransmits: flooded.retransmits,
+            sent,
+            carried: tunnel_datagrams().saturating_sub(datagrams_before),
+            lost: {
+                let after = lost(Site::B);
+                [0, 1, 2].map(|i| after[i].saturating_sub(lost_before[i]))
+            },
+            drops: {
+                let after = socket_drops();
+                [0, 1].map(|i| after[i].saturating_sub(drops_before[i]))
+            },
+            steal,
+        };
+        eprintln!(
+            "attempt {attempt}: flood {sent} datagrams in {:.0} s ({:.0}/s), \
+             {:.1} for each of the {} the tunnel carried; \
+             clean {:.1} Mbit/s, flooded {:.1} Mbit/s ({:.2}x), {} retransmits; steal {}",
+            through.duration,
+            sent as f64 / through.duration,
+            sent as f64 / run.carried.max(1) as f64,
+            run.carried,
+            run.clean_mbps,
+            run.flooded_mbps,
+            run.ratio,
+            run.retransmits,
+            percent(steal),
+        );
+        let starved = steal.is_some_and(|steal| steal >= NOISY_STEAL_PCT);
+        if run.ratio >= FLOODED_OVER_CLEAN_MIN || !starved || attempt == LAB_ATTEMPTS {
+            break run;
+        }
+        eprintln!("attempt {attempt}: steal was {NOISY_STEAL_PCT}% or more; measuring again");
+        attempt += 1;
     };
     let rss_after: Vec<u64> = sites
         .pids()
@@ -501,7 +561,6 @@ fn a_flood_of_replays_forgeries_and_garbage_costs_the_flow_little() {
         .collect();
     let (numbers_sent, numbers_received, twice) = numbered.stop();
 
-    let ratio = flooded.goodput_mbps / clean.goodput_mbps;
     let rejected = |site| -> u64 { status(site).paths.iter().map(|p| p.rejected.total()).sum() };
     let cookie_replies: u64 = status(Site::A)
         .paths
@@ -509,22 +568,15 @@ fn a_flood_of_replays_forgeries_and_garbage_costs_the_flow_little() {
         .map(|p| p.rx_cookie_replies)
         .sum();
     let initiations: u64 = status(Site::B).paths.iter().map(|p| p.rx_initiations).sum();
+    let [asked, repaired, released] = run.lost;
+    let [drops_a, drops_b] = run.drops;
     eprintln!(
-        "captured {} datagrams; flood {sent} datagrams in {:.0} s ({:.0}/s), \
-         {:.1} for each of the {carried} the tunnel carried; \
-         clean {:.1} Mbit/s, flooded {:.1} Mbit/s ({ratio:.2}x), {} retransmits; \
-         rejected A {} B {}; cookie replies taken by A {cookie_replies}, \
+        "captured {} datagrams; rejected A {} B {}; cookie replies taken by A {cookie_replies}, \
          initiations taken by B {initiations}; RSS KiB {rss_before:?} -> {rss_after:?}; \
          numbered {numbers_sent} sent, {numbers_received} received, {twice} twice; \
          while flooded: datagrams dropped at full receive buffers A {drops_a} B {drops_b}, \
          B's reorder buffer asked {asked} repairs, got {repaired}, released {released} gaps",
         captured.len(),
-        through.duration,
-        sent as f64 / through.duration,
-        sent as f64 / carried.max(1) as f64,
-        clean.goodput_mbps,
-        flooded.goodput_mbps,
-        flooded.retransmits,
         rejected(Site::A),
         rejected(Site::B),
     );
@@ -546,15 +598,20 @@ fn a_flood_of_replays_forgeries_and_garbage_costs_the_flow_little() {
         );
     }
     assert!(
-        sent > 4 * carried,
-        "a flood of only {sent} datagrams beside the tunnel's {carried}"
+        run.sent > 4 * run.carried,
+        "a flood of only {} datagrams beside the tunnel's {}",
+        run.sent,
+        run.carried
     );
     assert!(
-        ratio >= 0.9,
-        "the flow kept {ratio:.2}x its clean goodput, want >= 0.9 ({} retransmits; \
+        run.ratio >= FLOODED_OVER_CLEAN_MIN,
+        "the flow kept {:.2}x its clean goodput, want >= {FLOODED_OVER_CLEAN_MIN} \
+         (run {attempt} of at most {LAB_ATTEMPTS}, steal {}; {} retransmits; \
          receive-buffer drops A {drops_a} B {drops_b}; B asked {asked} repairs, got {repaired}, \
          released {released} gaps)",
-        flooded.retransmits
+        run.ratio,
+        percent(run.steal),
+        run.retransmits
     );
     for site in [Site::A, Site::B] {
         assert!(sites.stop(site).expect("stop").success());

@@ -178,6 +178,7 @@ pub fn forged_cookie_reply(
 }
 
 /// Every message of the flood, each with where it goes.
+#[derive(Clone)]
 pub struct Plan {
     /// Sent from a socket in site A's namespace.
     pub to_a: Vec<(SocketAddr, Vec<u8>)>,
