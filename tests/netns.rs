@@ -7,7 +7,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use mptun_lab::machine::MachineLock;
-use mptun_lab::run::{kernel_counters, read_cpu_times, read_proc_net, NOISY_STEAL_PCT};
+use mptun_lab::run::{kernel_counters, read_cpu_times, read_proc_net, CpuTimes, NOISY_STEAL_PCT};
 use mptun_lab::sites::SiteLayout;
 use mptun_lab::{ping, Iperf, Site, Sites};
 use mptun_netem::topology::{Mode, TbfShape};
@@ -182,9 +182,7 @@ fn one_tcp_flow_uses_every_path_in_order_and_teardown_is_clean() {
     let (ratio, steal) = loop {
         let before = read_cpu_times();
         let tcp = through.tcp().expect("iperf3 through the tunnel");
-        let steal = before
-            .zip(read_cpu_times())
-            .and_then(|(before, after)| after.steal_pct_since(&before));
+        let steal = steal_since(before);
         let ratio = tcp.goodput_mbps / one_path.goodput_mbps;
         eprintln!(
             "one path: {:.1} Mbit/s; mptun over {PATHS}: {:.1} Mbit/s ({ratio:.2}x), {} retransmits, steal {}",
@@ -248,6 +246,13 @@ fn one_tcp_flow_uses_every_path_in_order_and_teardown_is_clean() {
 }
 
 /// A share measured, or that it could not be.
+/// The host's steal, %, since `before` was read, if `/proc/stat` tells it.
+fn steal_since(before: Option<CpuTimes>) -> Option<f64> {
+    before
+        .zip(read_cpu_times())
+        .and_then(|(before, after)| after.steal_pct_since(&before))
+}
+
 fn percent(share: Option<f64>) -> String {
     share.map_or("not measured".into(), |s| format!("{s:.1}%"))
 }
@@ -519,9 +524,7 @@ fn a_flood_of_replays_forgeries_and_garbage_costs_the_flow_little() {
         let attack = flood::Flood::start(&ns_a, &ns_b, plan.clone());
         let flooded = through.tcp().expect("iperf3 under the flood");
         let sent = attack.stop();
-        let steal = before
-            .zip(read_cpu_times())
-            .and_then(|(before, after)| after.steal_pct_since(&before));
+        let steal = steal_since(before);
         let run = FloodedRun {
             clean_mbps: clean.goodput_mbps,
             flooded_mbps: flooded.goodput_mbps,
