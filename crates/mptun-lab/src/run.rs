@@ -955,16 +955,7 @@ fn parse_tcp(json: &serde_json::Value) -> (TcpResult, Vec<f64>) {
                 .collect()
         })
         .unwrap_or_default();
-    (
-        TcpResult {
-            goodput_mbps: end["sum_received"]["bits_per_second"]
-                .as_f64()
-                .unwrap_or(0.0)
-                / 1e6,
-            retransmits: end["sum_sent"]["retransmits"].as_u64().unwrap_or(0),
-        },
-        series,
-    )
+    (TcpResult::of_iperf_end(end), series)
 }
 
 /// Run a flow while applying the scenario's events on time, then restore

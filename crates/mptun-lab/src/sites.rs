@@ -421,8 +421,24 @@ impl Drop for Sites {
 pub struct TcpResult {
     /// Receiver-side goodput.
     pub goodput_mbps: f64,
+    /// Bytes the receiver took in.
+    pub received_bytes: u64,
     /// Sender-side retransmitted segments.
     pub retransmits: u64,
+}
+
+impl TcpResult {
+    /// Read the result from the `end` object of iperf3's JSON output.
+    pub fn of_iperf_end(end: &serde_json::Value) -> TcpResult {
+        TcpResult {
+            goodput_mbps: end["sum_received"]["bits_per_second"]
+                .as_f64()
+                .unwrap_or(0.0)
+                / 1e6,
+            received_bytes: end["sum_received"]["bytes"].as_u64().unwrap_or(0),
+            retransmits: end["sum_sent"]["retransmits"].as_u64().unwrap_or(0),
+        }
+    }
 }
 
 /// What to run with iperf3.
@@ -531,14 +547,7 @@ impl Iperf<'_> {
     /// Run a TCP test.
     pub fn tcp(&self) -> anyhow::Result<TcpResult> {
         let json = self.run()?;
-        let end = &json["end"];
-        Ok(TcpResult {
-            goodput_mbps: end["sum_received"]["bits_per_second"]
-                .as_f64()
-                .unwrap_or(0.0)
-                / 1e6,
-            retransmits: end["sum_sent"]["retransmits"].as_u64().unwrap_or(0),
-        })
+        Ok(TcpResult::of_iperf_end(&json["end"]))
     }
 }
 
