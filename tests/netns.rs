@@ -178,7 +178,7 @@ fn one_tcp_flow_uses_every_path_in_order_and_teardown_is_clean() {
     // A host starved by its hypervisor runs both sites on less CPU than
     // the flow needs, and the flow measures the host: measure again, as
     // `lab_equal_scenario_beats_the_best_single_path` does. One that stays
-    // starved (see STARVED_STEAL_PCT) leaves the ratio unjudged.
+    // starved leaves the ratio unjudged.
     let mut attempt = 1;
     let mut starved_every_time = true;
     let (ratio, steal) = loop {
@@ -200,7 +200,7 @@ fn one_tcp_flow_uses_every_path_in_order_and_teardown_is_clean() {
                 r.skipped_timeout, r.repaired, r.repairs_requested, r.repaired_late, r.hold_ms
             );
         }
-        starved_every_time &= steal.is_some_and(|steal| steal >= STARVED_STEAL_PCT);
+        starved_every_time &= starved(steal);
         let noisy = steal.is_some_and(|steal| steal >= NOISY_STEAL_PCT);
         if ratio >= FLOW_OVER_ONE_PATH_MIN || !noisy || attempt == LAB_ATTEMPTS {
             break (ratio, steal);
@@ -219,18 +219,14 @@ fn one_tcp_flow_uses_every_path_in_order_and_teardown_is_clean() {
             )
         })
         .collect();
-    if ratio < FLOW_OVER_ONE_PATH_MIN && starved_every_time {
-        eprintln!(
-            "NOT JUDGED: one flow got {ratio:.2}x one path, but every one of {attempt} runs had steal {STARVED_STEAL_PCT}% or more (the last {}); site A: {}",
-            percent(steal),
-            paths.join("; ")
-        );
-    } else {
-        assert!(
-            ratio >= FLOW_OVER_ONE_PATH_MIN,
-            "one flow got {ratio:.2}x one path, want >= {FLOW_OVER_ONE_PATH_MIN}x (run {attempt} of at most {LAB_ATTEMPTS}, steal {}); site A: {}",
-            percent(steal),
-            paths.join("; ")
+    if ratio < FLOW_OVER_ONE_PATH_MIN {
+        fail_unless_starved(
+            starved_every_time,
+            format!(
+                "one flow got {ratio:.2}x one path, want >= {FLOW_OVER_ONE_PATH_MIN}x (run {attempt} of at most {LAB_ATTEMPTS}, steal {}); site A: {}",
+                percent(steal),
+                paths.join("; ")
+            ),
         );
     }
 
@@ -245,7 +241,10 @@ fn one_tcp_flow_uses_every_path_in_order_and_teardown_is_clean() {
         );
     }
 
-    // UDP at half the aggregate: nothing arrives out of order.
+    // UDP at half the aggregate: nothing arrives out of order. A host that
+    // stops a site for longer than the hold makes the receiver give gaps
+    // up, and hand out what fills them late, out of order.
+    let before = read_cpu_times();
     let udp = mptun_lab::udp_stream(
         &ns_a,
         &ns_b,
@@ -254,10 +253,19 @@ fn one_tcp_flow_uses_every_path_in_order_and_teardown_is_clean() {
         SECONDS,
     )
     .expect("UDP through the tunnel");
-    eprintln!("udp: {udp:?}");
+    let steal = steal_since(before);
+    eprintln!("udp: {udp:?}, steal {}", percent(steal));
     assert!(udp.packets > 1000, "{udp:?}");
-    assert_eq!(udp.out_of_order, 0, "{udp:?}");
-    assert!((udp.lost as f64) < udp.packets as f64 * 0.01, "{udp:?}");
+    if udp.out_of_order > 0 || udp.lost as f64 >= udp.packets as f64 * 0.01 {
+        let reorder = sites.status(Site::B).map(|b| b.reorder);
+        fail_unless_starved(
+            starved(steal),
+            format!(
+                "UDP through the tunnel, steal {}: {udp:?}; B's reorder buffer: {reorder:?}",
+                percent(steal)
+            ),
+        );
+    }
 
     // SIGTERM: exit 0, no TUN device or route left behind.
     stop_cleanly(&mut sites);
@@ -268,6 +276,22 @@ fn steal_since(before: Option<CpuTimes>) -> Option<f64> {
     before
         .zip(read_cpu_times())
         .and_then(|(before, after)| after.steal_pct_since(&before))
+}
+
+/// Whether a measurement over which the host's steal was `steal` % measured
+/// the host rather than mptun (see [`STARVED_STEAL_PCT`]).
+fn starved(steal: Option<f64>) -> bool {
+    steal.is_some_and(|steal| steal >= STARVED_STEAL_PCT)
+}
+
+/// Fail with `failure`, a figure that missed its bar, unless the host was
+/// `starved` while it was measured: then print it as not judged.
+fn fail_unless_starved(starved: bool, failure: String) {
+    if starved {
+        eprintln!("NOT JUDGED, the host was starved: {failure}");
+    } else {
+        panic!("{failure}");
+    }
 }
 
 /// A share measured, or that it could not be.
@@ -1120,9 +1144,10 @@ fn benchmark_one_flow_over_three_200_mbit_paths() {
 const EMULATOR_LATE_PCT_MAX: f64 = 2.0;
 /// Lab runs a test takes before it judges a host that stays that busy.
 const LAB_ATTEMPTS: u32 = 3;
-/// Steal, %, at which a flow over paths of next to no delay measures the
-/// host, not mptun: the hypervisor stops the sites for milliseconds at a
-/// time, many times the paths' round trip.
+/// Steal, %, over a measurement at which it measures the host, not mptun:
+/// the hypervisor stops the sites (and the lab's emulator) for milliseconds
+/// at a time, many times the round trip of paths of next to no delay, and
+/// longer than the hold that paths of equal delay call for.
 const STARVED_STEAL_PCT: f64 = 20.0;
 
 /// The lab's default scenario, short: three emulated 100 Mbit/s paths of
@@ -1151,8 +1176,10 @@ fn lab_equal_scenario_beats_the_best_single_path() {
     };
     // A host starved by its hypervisor releases the emulator's frames late,
     // or runs both sites and the emulator on less CPU than the scenario
-    // needs: such a run measures the host, not mptun. Measure again.
+    // needs: such a run measures the host, not mptun. Measure again; one
+    // that stays starved leaves the figures unjudged.
     let mut attempt = 1;
+    let mut starved_every_time = true;
     let (mptun, best, flaps, changes) = loop {
         let report = mptun_lab::run::run(&options).expect("lab run");
         eprintln!("{}", mptun_lab::run::render(&report));
@@ -1164,13 +1191,20 @@ fn lab_equal_scenario_beats_the_best_single_path() {
                 .expect("system measured")
         };
         let (mptun, best) = (row("mptun"), row("best path"));
-        let emulated = [mptun, best].iter().all(|s| {
+        let late = |s: &&mptun_lab::run::SystemResult, pct: f64| {
             s.host
                 .emulator_very_late_pct
-                .is_none_or(|late| late < EMULATOR_LATE_PCT_MAX)
+                .is_some_and(|late| late >= pct)
+        };
+        let emulated = [mptun, best].iter().all(|s| {
+            !late(s, EMULATOR_LATE_PCT_MAX)
                 && s.host.steal_pct.is_none_or(|steal| steal < NOISY_STEAL_PCT)
         });
-        if emulated || attempt == LAB_ATTEMPTS {
+        starved_every_time &= [mptun, best]
+            .iter()
+            .any(|s| late(s, EMULATOR_LATE_PCT_MAX) || starved(s.host.steal_pct));
+        let met = mptun.goodput_mbps >= 2.0 * best.goodput_mbps && report.mptun.path_flaps == 0;
+        if met || emulated || attempt == LAB_ATTEMPTS {
             break (
                 mptun.goodput_mbps,
                 best.goodput_mbps,
@@ -1183,13 +1217,20 @@ fn lab_equal_scenario_beats_the_best_single_path() {
         );
         attempt += 1;
     };
-    assert!(
-        mptun >= 2.0 * best,
-        "mptun {mptun:.1} Mbit/s, best single path {best:.1} Mbit/s (lab run {attempt} of at most {LAB_ATTEMPTS})"
-    );
+    if mptun < 2.0 * best {
+        fail_unless_starved(
+            starved_every_time,
+            format!("mptun {mptun:.1} Mbit/s, best single path {best:.1} Mbit/s (lab run {attempt} of at most {LAB_ATTEMPTS})"),
+        );
+    }
     // Healthy paths, which the flow fills: none is ever taken for dead, at
     // start or under the flow.
-    assert_eq!(flaps, 0, "paths flapped (lab run {attempt}):\n{changes}");
+    if flaps > 0 {
+        fail_unless_starved(
+            starved_every_time,
+            format!("{flaps} paths flapped (lab run {attempt}):\n{changes}"),
+        );
+    }
 }
 
 /// The lab on `paths` (scenario lines), with a 2 s flow of mptun alone;
