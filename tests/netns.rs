@@ -1191,18 +1191,17 @@ fn lab_equal_scenario_beats_the_best_single_path() {
                 .expect("system measured")
         };
         let (mptun, best) = (row("mptun"), row("best path"));
-        let late = |s: &&mptun_lab::run::SystemResult, pct: f64| {
+        let late = |s: &&mptun_lab::run::SystemResult| {
             s.host
                 .emulator_very_late_pct
-                .is_some_and(|late| late >= pct)
+                .is_some_and(|late| late >= EMULATOR_LATE_PCT_MAX)
         };
-        let emulated = [mptun, best].iter().all(|s| {
-            !late(s, EMULATOR_LATE_PCT_MAX)
-                && s.host.steal_pct.is_none_or(|steal| steal < NOISY_STEAL_PCT)
-        });
+        let emulated = [mptun, best]
+            .iter()
+            .all(|s| !late(s) && s.host.steal_pct.is_none_or(|steal| steal < NOISY_STEAL_PCT));
         starved_every_time &= [mptun, best]
             .iter()
-            .any(|s| late(s, EMULATOR_LATE_PCT_MAX) || starved(s.host.steal_pct));
+            .any(|s| late(s) || starved(s.host.steal_pct));
         let met = mptun.goodput_mbps >= 2.0 * best.goodput_mbps && report.mptun.path_flaps == 0;
         if met || emulated || attempt == LAB_ATTEMPTS {
             break (
@@ -1228,7 +1227,7 @@ fn lab_equal_scenario_beats_the_best_single_path() {
     if flaps > 0 {
         fail_unless_starved(
             starved_every_time,
-            format!("{flaps} paths flapped (lab run {attempt}):\n{changes}"),
+            format!("paths flapped {flaps} times (lab run {attempt}):\n{changes}"),
         );
     }
 }
@@ -1310,7 +1309,6 @@ fn idle_pings_and_interactive_tcp_keep_the_nearest_of_six_paths() {
         eprintln!("attempt {attempt}: a round trip missed its bar; measuring again");
         attempt += 1;
     };
-    let m = &m;
     // The bar: under 1 ms added to a ping at idle, up to six paths.
     assert!(
         m.added_latency_ms < 1.0,
