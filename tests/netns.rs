@@ -201,8 +201,7 @@ fn one_tcp_flow_uses_every_path_in_order_and_teardown_is_clean() {
             );
         }
         starved_every_time &= starved(steal);
-        let noisy = steal.is_some_and(|steal| steal >= NOISY_STEAL_PCT);
-        if ratio >= FLOW_OVER_ONE_PATH_MIN || !noisy || attempt == LAB_ATTEMPTS {
+        if ratio >= FLOW_OVER_ONE_PATH_MIN || !noisy(steal) || attempt == LAB_ATTEMPTS {
             break (ratio, steal);
         }
         eprintln!("attempt {attempt}: steal was {NOISY_STEAL_PCT}% or more; measuring again");
@@ -276,6 +275,12 @@ fn steal_since(before: Option<CpuTimes>) -> Option<f64> {
     before
         .zip(read_cpu_times())
         .and_then(|(before, after)| after.steal_pct_since(&before))
+}
+
+/// Whether a measurement over which the host's steal was `steal` % is too
+/// noisy to judge on its own: measure again.
+fn noisy(steal: Option<f64>) -> bool {
+    steal.is_some_and(|steal| steal >= NOISY_STEAL_PCT)
 }
 
 /// Whether a measurement over which the host's steal was `steal` % measured
@@ -597,8 +602,7 @@ fn a_flood_of_replays_forgeries_and_garbage_costs_the_flow_little() {
             run.retransmits,
             percent(steal),
         );
-        let starved = steal.is_some_and(|steal| steal >= NOISY_STEAL_PCT);
-        if run.ratio() >= FLOODED_OVER_CLEAN_MIN || !starved || attempt == LAB_ATTEMPTS {
+        if run.ratio() >= FLOODED_OVER_CLEAN_MIN || !noisy(steal) || attempt == LAB_ATTEMPTS {
             break run;
         }
         eprintln!("attempt {attempt}: steal was {NOISY_STEAL_PCT}% or more; measuring again");
@@ -1198,7 +1202,7 @@ fn lab_equal_scenario_beats_the_best_single_path() {
         };
         let emulated = [mptun, best]
             .iter()
-            .all(|s| !late(s) && s.host.steal_pct.is_none_or(|steal| steal < NOISY_STEAL_PCT));
+            .all(|s| !late(s) && !noisy(s.host.steal_pct));
         starved_every_time &= [mptun, best]
             .iter()
             .any(|s| late(s) || starved(s.host.steal_pct));
