@@ -180,6 +180,8 @@ pub struct MptunDetail {
     pub tunnel_rtt_ms: f64,
     /// Median idle ping RTT over the best path alone.
     pub best_path_rtt_ms: f64,
+    /// The paths the idle pings took.
+    pub idle_ping_paths: IdlePingPaths,
     /// Median round trip of small TCP requests and responses at idle,
     /// marked EF (a low-latency class: not held), through the tunnel.
     pub tcp_request_rtt_ef_ms: f64,
@@ -345,12 +347,15 @@ pub fn run(options: &LabOptions) -> anyhow::Result<LabReport> {
     // Idle figures once the paths' delays are measured (the first probes
     // and trains): before, a ping may take any path.
     std::thread::sleep(Duration::from_secs(1));
+    let before_ping = (sites.status(Site::A)?, sites.status(Site::B)?);
     let idle_tunnel = ping(&ns_a, TUNNEL_B, 20)?;
+    let after_ping = (sites.status(Site::A)?, sites.status(Site::B)?);
     let idle_best = ping(&ns_a, &topo.addr_b(best + 1).to_string(), 20)?;
     let tunnel_b: std::net::Ipv4Addr = TUNNEL_B.parse()?;
     let idle = IdleRtts {
         tunnel_ping_ms: idle_tunnel.median_ms,
         best_path_ping_ms: idle_best.median_ms,
+        ping_paths: IdlePingPaths::between(&before_ping, &after_ping),
         tcp_ef_ms: tcp_request_rtt_ms(&ns_a, &ns_b, tunnel_b, TOS_EF, 20)?,
         tcp_unmarked_ms: tcp_request_rtt_ms(&ns_a, &ns_b, tunnel_b, 0, 20)?,
     };
@@ -735,8 +740,75 @@ struct Snapshots {
 struct IdleRtts {
     tunnel_ping_ms: f64,
     best_path_ping_ms: f64,
+    ping_paths: IdlePingPaths,
     tcp_ef_ms: f64,
     tcp_unmarked_ms: f64,
+}
+
+/// Which paths the idle pings took and what each site knew of the paths
+/// then: a ping slower than the nearest path's says which way it went.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct IdlePingPaths {
+    /// Data packets each path carried from A to B while the pings ran:
+    /// the echo requests.
+    pub packets_a_to_b: Vec<u64>,
+    /// The same from B to A: the replies.
+    pub packets_b_to_a: Vec<u64>,
+    /// Each path's one-way delay above the nearest, ms, as site A measured
+    /// its direction just before the pings.
+    pub delay_above_a_to_b_ms: Vec<Option<f64>>,
+    /// The same, site B's direction.
+    pub delay_above_b_to_a_ms: Vec<Option<f64>>,
+}
+
+impl IdlePingPaths {
+    /// From both sites' status before and after the pings, (A, B) each.
+    fn between(before: &(Status, Status), after: &(Status, Status)) -> IdlePingPaths {
+        let sent = |before: &Status, after: &Status| -> Vec<u64> {
+            (after.paths.iter().zip(&before.paths))
+                .map(|(a, b)| a.tx_packets.saturating_sub(b.tx_packets))
+                .collect()
+        };
+        let delays = |s: &Status| s.paths.iter().map(|p| p.owd_rel_ms).collect();
+        IdlePingPaths {
+            packets_a_to_b: sent(&before.0, &after.0),
+            packets_b_to_a: sent(&before.1, &after.1),
+            delay_above_a_to_b_ms: delays(&before.0),
+            delay_above_b_to_a_ms: delays(&before.1),
+        }
+    }
+}
+
+impl std::fmt::Display for IdlePingPaths {
+    /// Per direction, the paths that carried a ping and how many, then each
+    /// path's delay above the nearest as its sender measured it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let carried = |packets: &[u64]| {
+            let used: Vec<String> = (packets.iter().enumerate())
+                .filter(|(_, &n)| n > 0)
+                .map(|(i, n)| format!("path {} {n}", i + 1))
+                .collect();
+            if used.is_empty() {
+                "none".to_string()
+            } else {
+                used.join(", ")
+            }
+        };
+        let delays = |above: &[Option<f64>]| {
+            let each: Vec<String> = (above.iter())
+                .map(|d| d.map_or("-".to_string(), |ms| format!("{ms:+.1}")))
+                .collect();
+            each.join("/")
+        };
+        write!(
+            f,
+            "A to B {}, B to A {} (one-way delay above the nearest path before them, ms: A to B {}, B to A {})",
+            carried(&self.packets_a_to_b),
+            carried(&self.packets_b_to_a),
+            delays(&self.delay_above_a_to_b_ms),
+            delays(&self.delay_above_b_to_a_ms)
+        )
+    }
 }
 
 fn mptun_detail(
@@ -816,6 +888,7 @@ fn mptun_detail(
         added_latency_ms: idle.tunnel_ping_ms - idle.best_path_ping_ms,
         tunnel_rtt_ms: idle.tunnel_ping_ms,
         best_path_rtt_ms: idle.best_path_ping_ms,
+        idle_ping_paths: idle.ping_paths.clone(),
         tcp_request_rtt_ef_ms: idle.tcp_ef_ms,
         tcp_request_rtt_unmarked_ms: idle.tcp_unmarked_ms,
     }
@@ -1421,6 +1494,7 @@ pub fn render(r: &LabReport) -> String {
         "mptun added latency at idle: {:+.2} ms (median ping {:.2} ms through the tunnel, {:.2} ms over the best path)",
         m.added_latency_ms, m.tunnel_rtt_ms, m.best_path_rtt_ms
     );
+    let _ = writeln!(o, "mptun idle pings' paths: {}", m.idle_ping_paths);
     let _ = writeln!(
         o,
         "mptun TCP request round trip at idle: {:.2} ms marked EF (a low-latency class, not held), {:.2} ms unmarked (held to the farthest path)",
@@ -1462,6 +1536,26 @@ mod tests {
         assert_eq!(process_ticks(stat), Some(175));
         assert_eq!(process_ticks("4242 (cut"), None);
         assert_eq!(process_ticks("4242 (x) S 1 2"), None);
+    }
+
+    #[test]
+    fn the_idle_pings_line_names_the_paths_each_way_took() {
+        let paths = IdlePingPaths {
+            packets_a_to_b: vec![0, 20, 0],
+            packets_b_to_a: vec![19, 1, 0],
+            delay_above_a_to_b_ms: vec![Some(0.0), Some(5.04), None],
+            delay_above_b_to_a_ms: vec![Some(0.0), Some(4.96), Some(10.0)],
+        };
+        assert_eq!(
+            paths.to_string(),
+            "A to B path 2 20, B to A path 1 19, path 2 1 (one-way delay above the \
+             nearest path before them, ms: A to B +0.0/+5.0/-, B to A +0.0/+5.0/+10.0)"
+        );
+        let unheard = IdlePingPaths {
+            packets_a_to_b: vec![0, 0],
+            ..IdlePingPaths::default()
+        };
+        assert!(unheard.to_string().starts_with("A to B none, B to A none"));
     }
 
     #[test]
