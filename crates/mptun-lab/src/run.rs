@@ -19,7 +19,7 @@ use crate::rtt::{tcp_request_rtt_ms, TOS_EF};
 use crate::scenario::Scenario;
 use crate::sites::{ping, Iperf, Site, SiteLayout, Sites, TcpResult, TUNNEL_B};
 use crate::wireguard;
-use mptun::status::Status;
+use mptun::status::{PathStatus, Status};
 
 /// What `mptun lab` was asked to do.
 pub struct LabOptions {
@@ -764,15 +764,10 @@ pub struct IdlePingPaths {
 impl IdlePingPaths {
     /// From both sites' status before and after the pings, (A, B) each.
     fn between(before: &(Status, Status), after: &(Status, Status)) -> IdlePingPaths {
-        let sent = |before: &Status, after: &Status| -> Vec<u64> {
-            (after.paths.iter().zip(&before.paths))
-                .map(|(a, b)| a.tx_packets.saturating_sub(b.tx_packets))
-                .collect()
-        };
         let delays = |s: &Status| s.paths.iter().map(|p| p.owd_rel_ms).collect();
         IdlePingPaths {
-            packets_a_to_b: sent(&before.0, &after.0),
-            packets_b_to_a: sent(&before.1, &after.1),
+            packets_a_to_b: path_rises(&before.0, &after.0, |p| p.tx_packets),
+            packets_b_to_a: path_rises(&before.1, &after.1, |p| p.tx_packets),
             delay_above_a_to_b_ms: delays(&before.0),
             delay_above_b_to_a_ms: delays(&before.1),
         }
@@ -811,6 +806,14 @@ impl std::fmt::Display for IdlePingPaths {
     }
 }
 
+/// How far `counter` rose on each path of one site from `before` to
+/// `after`.
+fn path_rises(before: &Status, after: &Status, counter: impl Fn(&PathStatus) -> u64) -> Vec<u64> {
+    (after.paths.iter().zip(&before.paths))
+        .map(|(a, b)| counter(a).saturating_sub(counter(b)))
+        .collect()
+}
+
 fn mptun_detail(
     Snapshots {
         a0,
@@ -824,12 +827,7 @@ fn mptun_detail(
     idle: &IdleRtts,
     delay_spread_ms: f64,
 ) -> MptunDetail {
-    let sent: Vec<u64> = a1
-        .paths
-        .iter()
-        .zip(&a0.paths)
-        .map(|(after, before)| after.tx_bytes - before.tx_bytes)
-        .collect();
+    let sent = path_rises(a0, a1, |p| p.tx_bytes);
     let total = sent.iter().sum::<u64>().max(1) as f64;
     let delta = |after: u64, before: u64| after.saturating_sub(before);
     let path_loss = (a1.paths.iter().zip(&a0.paths))
