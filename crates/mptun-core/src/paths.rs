@@ -54,6 +54,13 @@ const LOSS_FEW_MIN_PACKETS: u64 = LOSS_MEMORY_PACKETS as u64;
 /// loss-based one. Beside clean paths worth half of it, a loss-based flow
 /// is better off without it.
 const SET_ASIDE_FOR_CLEAN_SHARE: f64 = 0.25;
+/// Beside clean paths that carry this many times its capacity, a path can
+/// add at most a third to what they give, while each repair of its losses
+/// that comes late costs a loss-based flow a window cut: its repairs are
+/// taken to come in time only over the round trip the nearest path has
+/// now, its queue and jitter in it, not merely over its least (see
+/// [`PathTable::repairs_in_time`]).
+const CLEAN_DWARF_LOSSY: f64 = 2.0;
 /// How much longer than the paths' delay spread the packets behind a lost
 /// one wait for its repair, and than a held TCP segment among them is held
 /// anyway (see [`crate::equalize`]): a repair within that costs the flow
@@ -761,16 +768,21 @@ impl PathTable {
     /// Return whether the clean paths up beside lossy path `i` carry
     /// enough of its capacity for it to be set aside.
     fn clean_paths_replace(&self, i: usize) -> bool {
-        let clean_capacity: f64 = self
-            .paths
+        let clean_capacity = self.clean_capacity_beside(i);
+        clean_capacity > 0.0
+            && clean_capacity
+                >= SET_ASIDE_FOR_CLEAN_SHARE * self.paths[i].delivery.capacity_or_trains()
+    }
+
+    /// Return the capacity of the paths other than `i` that are up and
+    /// known clean.
+    fn clean_capacity_beside(&self, i: usize) -> f64 {
+        self.paths
             .iter()
             .enumerate()
             .filter(|&(j, q)| j != i && q.state() == PathState::Up && known_clean(q))
             .map(|(_, q)| q.delivery.capacity_or_trains())
-            .sum();
-        clean_capacity > 0.0
-            && clean_capacity
-                >= SET_ASIDE_FOR_CLEAN_SHARE * self.paths[i].delivery.capacity_or_trains()
+            .sum()
     }
 
     /// Bring back the paths set aside for their loss that the clean paths
@@ -1097,11 +1109,17 @@ impl PathTable {
         // Late by less than a quarter of the flow's least round trip, a
         // repair reaches it within RACK's reordering window: taken for
         // reordering, not loss. Queues delay the repair and the packets
-        // behind the loss alike, so the base round trip counts.
+        // behind the loss alike, so the base round trip counts; but for a
+        // path dwarfed by clean ones, little to gain, the round trip the
+        // repair meets now, jitter and queue in it, must fit.
         let Some(base) = self.least_base_round_trip() else {
             return false;
         };
-        base + shows <= repair_of_use_within(spread, base)
+        let clean = self.clean_capacity_beside(i);
+        let dwarfed =
+            clean > 0.0 && clean >= CLEAN_DWARF_LOSSY * self.paths[i].delivery.capacity_or_trains();
+        let trip = if dwarfed { round_trip } else { base };
+        trip + shows <= repair_of_use_within(spread, base)
     }
 
     /// Whether a path that is up is known to lose more than a clean one.
