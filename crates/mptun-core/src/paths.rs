@@ -60,7 +60,7 @@ const SET_ASIDE_FOR_CLEAN_SHARE: f64 = 0.25;
 /// taken to come in time only over the round trip the nearest path has
 /// now, its queue and jitter in it, not merely over its least (see
 /// [`PathTable::repairs_in_time`]).
-const CLEAN_DWARF_LOSSY: f64 = 2.0;
+const DWARFED_BY_CLEAN: f64 = 2.0;
 /// How much longer than the paths' delay spread the packets behind a lost
 /// one wait for its repair, and than a held TCP segment among them is held
 /// anyway (see [`crate::equalize`]): a repair within that costs the flow
@@ -1117,7 +1117,7 @@ impl PathTable {
         };
         let clean = self.clean_capacity_beside(i);
         let dwarfed =
-            clean > 0.0 && clean >= CLEAN_DWARF_LOSSY * self.paths[i].delivery.capacity_or_trains();
+            clean > 0.0 && clean >= DWARFED_BY_CLEAN * self.paths[i].delivery.capacity_or_trains();
         let trip = if dwarfed { round_trip } else { base };
         trip + shows <= repair_of_use_within(spread, base)
     }
