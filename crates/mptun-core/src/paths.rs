@@ -54,9 +54,9 @@ const LOSS_FEW_MIN_PACKETS: u64 = LOSS_MEMORY_PACKETS as u64;
 /// loss-based one. Beside clean paths worth half of it, a loss-based flow
 /// is better off without it.
 const SET_ASIDE_FOR_CLEAN_SHARE: f64 = 0.25;
-/// Beside clean paths that carry this many times its capacity, a path can
-/// add at most a third to what they give, while each repair of its losses
-/// that comes late costs a loss-based flow a window cut: its repairs are
+/// Beside clean paths that carry this many times its capacity, a path is
+/// at most a third of the capacity, while each repair of its losses that
+/// comes late costs a loss-based flow a window cut: its repairs are
 /// taken to come in time only over the round trip the nearest path has
 /// now, its queue and jitter in it, not merely over its least (see
 /// [`PathTable::repairs_in_time`]).
