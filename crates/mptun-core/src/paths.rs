@@ -768,21 +768,20 @@ impl PathTable {
     /// Return whether the clean paths up beside lossy path `i` carry
     /// enough of its capacity for it to be set aside.
     fn clean_paths_replace(&self, i: usize) -> bool {
-        let clean_capacity = self.clean_capacity_beside(i);
-        clean_capacity > 0.0
-            && clean_capacity
-                >= SET_ASIDE_FOR_CLEAN_SHARE * self.paths[i].delivery.capacity_or_trains()
+        self.clean_paths_carry(i, SET_ASIDE_FOR_CLEAN_SHARE)
     }
 
-    /// Return the capacity of the paths other than `i` that are up and
-    /// known clean.
-    fn clean_capacity_beside(&self, i: usize) -> f64 {
-        self.paths
+    /// Return whether the paths other than `i` that are up and known clean
+    /// carry some capacity, and at least `times` path `i`'s.
+    fn clean_paths_carry(&self, i: usize, times: f64) -> bool {
+        let clean: f64 = self
+            .paths
             .iter()
             .enumerate()
             .filter(|&(j, q)| j != i && q.state() == PathState::Up && known_clean(q))
             .map(|(_, q)| q.delivery.capacity_or_trains())
-            .sum()
+            .sum();
+        clean > 0.0 && clean >= times * self.paths[i].delivery.capacity_or_trains()
     }
 
     /// Bring back the paths set aside for their loss that the clean paths
@@ -1115,9 +1114,7 @@ impl PathTable {
         let Some(base) = self.least_base_round_trip() else {
             return false;
         };
-        let clean = self.clean_capacity_beside(i);
-        let dwarfed =
-            clean > 0.0 && clean >= DWARFED_BY_CLEAN * self.paths[i].delivery.capacity_or_trains();
+        let dwarfed = self.clean_paths_carry(i, DWARFED_BY_CLEAN);
         let trip = if dwarfed { round_trip } else { base };
         trip + shows <= repair_of_use_within(spread, base)
     }
