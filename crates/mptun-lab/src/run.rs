@@ -924,6 +924,38 @@ struct Sampled {
     b_steady: Option<WaitBuckets>,
 }
 
+/// Inner bytes site A sends by which the flow's data has begun: more than
+/// iperf3's control messages ahead of it (under 1 KB in all), less than
+/// the first flight of ten segments.
+const FLOW_BEGUN_BYTES: u64 = 8 * 1024;
+/// How often the sampler looks for the flow's data to begin.
+const START_POLL: Duration = Duration::from_millis(20);
+
+/// When the flow's data began, as site A's inner bytes sent show it: 0.5
+/// to 0.9 s after iperf3 is launched (its server's start, then three or
+/// four round trips of the tunnel on its control connection), so the
+/// steady state is timed from there, not from the launch.
+#[derive(Debug, Default)]
+struct FlowStart {
+    bytes_before: Option<u64>,
+    data_began: Option<Instant>,
+}
+
+impl FlowStart {
+    /// Site A had sent `total` inner bytes at `now`.
+    fn observe(&mut self, now: Instant, total: u64) {
+        let before = *self.bytes_before.get_or_insert(total);
+        if self.data_began.is_none() && total.saturating_sub(before) >= FLOW_BEGUN_BYTES {
+            self.data_began = Some(now);
+        }
+    }
+
+    /// Return when the flow is [`STEADY_AFTER`] old, once its data began.
+    fn steady_at(&self) -> Option<Instant> {
+        self.data_began.map(|t| t + STEADY_AFTER)
+    }
+}
+
 impl Sampler {
     fn start(sites: &Sites) -> Sampler {
         let stop = Arc::new(AtomicBool::new(false));
@@ -934,29 +966,41 @@ impl Sampler {
         let thread = {
             let (stop, series, b_steady) = (stop.clone(), series.clone(), b_steady.clone());
             std::thread::spawn(move || {
-                let mut last: Option<Vec<u64>> = None;
-                let started = Instant::now();
-                let mut next = started;
+                // Site A's bytes per path at the last series sample, and when.
+                let mut last: Option<(Vec<u64>, Instant)> = None;
+                let mut next_sample = Instant::now();
+                let mut flow_start = FlowStart::default();
+                let mut steady_taken = false;
                 while !stop.load(Ordering::Relaxed) {
-                    if started.elapsed() >= STEADY_AFTER {
-                        let mut steady = b_steady.lock().unwrap_or_else(|p| p.into_inner());
-                        if steady.is_none() {
-                            *steady = status_b().ok().map(|s| s.reorder.wait_buckets);
-                        }
-                    }
                     if let Ok(s) = status() {
-                        let now: Vec<u64> = s.paths.iter().map(|p| p.tx_bytes).collect();
-                        if let Some(prev) = &last {
-                            let mut out = series.lock().unwrap_or_else(|p| p.into_inner());
-                            out.resize(now.len(), Vec::new());
-                            for (i, (n, p)) in now.iter().zip(prev).enumerate() {
-                                out[i].push((n - p) as f64 * 8.0 / SAMPLE.as_secs_f64() / 1e6);
+                        let now = Instant::now();
+                        let bytes: Vec<u64> = s.paths.iter().map(|p| p.tx_bytes).collect();
+                        flow_start.observe(now, bytes.iter().sum());
+                        if now >= next_sample {
+                            if let Some((prev, at)) = &last {
+                                let secs = now.saturating_duration_since(*at).as_secs_f64();
+                                let mut out = series.lock().unwrap_or_else(|p| p.into_inner());
+                                out.resize(bytes.len(), Vec::new());
+                                for (i, (n, p)) in bytes.iter().zip(prev).enumerate() {
+                                    out[i].push(n.saturating_sub(*p) as f64 * 8.0 / secs / 1e6);
+                                }
                             }
+                            last = Some((bytes, now));
+                            next_sample += SAMPLE;
                         }
-                        last = Some(now);
                     }
-                    next += SAMPLE;
-                    std::thread::sleep(next.saturating_duration_since(Instant::now()));
+                    let steady_at = flow_start.steady_at();
+                    if !steady_taken && steady_at.is_some_and(|t| Instant::now() >= t) {
+                        let taken = status_b().ok().map(|s| s.reorder.wait_buckets);
+                        *b_steady.lock().unwrap_or_else(|p| p.into_inner()) = taken;
+                        steady_taken = true;
+                    }
+                    let wake = match steady_at {
+                        None => Instant::now() + START_POLL,
+                        Some(t) if !steady_taken => next_sample.min(t),
+                        Some(_) => next_sample,
+                    };
+                    std::thread::sleep(wake.saturating_duration_since(Instant::now()));
                 }
             })
         };
@@ -1527,6 +1571,29 @@ pub fn render(r: &LabReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_steady_state_is_timed_from_the_flow_s_data_not_iperf3_s_launch() {
+        let launched = Instant::now();
+        let at = |ms: u64| launched + Duration::from_millis(ms);
+        let mut start = FlowStart::default();
+        // Idle, then iperf3's control connection: a few hundred bytes a
+        // round trip for 0.7 s.
+        start.observe(at(0), 5_000);
+        for (ms, total) in [(100, 5_060), (300, 5_200), (500, 5_530), (700, 5_600)] {
+            start.observe(at(ms), total);
+            assert_eq!(start.steady_at(), None, "no data yet at {ms} ms");
+        }
+        // The first flight: ten segments.
+        start.observe(at(720), 5_600 + 14_264);
+        assert_eq!(start.steady_at(), Some(at(1720)));
+        start.observe(at(900), 60_000);
+        assert_eq!(
+            start.steady_at(),
+            Some(at(1720)),
+            "the first flight's time stays"
+        );
+    }
 
     #[test]
     fn a_process_cpu_time_is_read_past_a_name_with_spaces() {
