@@ -991,13 +991,18 @@ impl Sampler {
                     }
                     let steady_at = flow_start.steady_at();
                     if !steady_taken && steady_at.is_some_and(|t| Instant::now() >= t) {
-                        let taken = status_b().ok().map(|s| s.reorder.wait_buckets);
-                        *b_steady.lock().unwrap_or_else(|p| p.into_inner()) = taken;
-                        steady_taken = true;
+                        if let Ok(s) = status_b() {
+                            *b_steady.lock().unwrap_or_else(|p| p.into_inner()) =
+                                Some(s.reorder.wait_buckets);
+                            steady_taken = true;
+                        }
                     }
+                    // Until the histogram is taken, look again soon (the
+                    // flow's start, or B's status after a failed read).
+                    let soon = Instant::now() + START_POLL;
                     let wake = match steady_at {
-                        None => Instant::now() + START_POLL,
-                        Some(t) if !steady_taken => next_sample.min(t),
+                        None => soon,
+                        Some(t) if !steady_taken => next_sample.min(t.max(soon)),
                         Some(_) => next_sample,
                     };
                     std::thread::sleep(wake.saturating_duration_since(Instant::now()));
