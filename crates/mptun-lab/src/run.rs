@@ -909,8 +909,9 @@ fn path_warnings(sites: &Sites) -> Vec<String> {
         .collect()
 }
 
-/// Samples site A's per-path byte counters in the background, and takes
-/// site B's hold histogram once the flow is [`STEADY_AFTER`] old.
+/// Samples site A's per-path byte counters in the background from the
+/// flow's first data, and takes site B's hold histogram once the flow is
+/// [`STEADY_AFTER`] old.
 struct Sampler {
     stop: Arc<AtomicBool>,
     series: Arc<Mutex<Vec<Vec<f64>>>>,
@@ -931,10 +932,11 @@ const FLOW_BEGUN_BYTES: u64 = 8 * 1024;
 /// How often the sampler looks for the flow's data to begin.
 const START_POLL: Duration = Duration::from_millis(20);
 
-/// When the flow's data began, as site A's inner bytes sent show it: 0.5
-/// to 0.9 s after iperf3 is launched (its server's start, then three or
-/// four round trips of the tunnel on its control connection), so the
-/// steady state is timed from there, not from the launch.
+/// When the flow's data began, as a count of the bytes site A sends shows
+/// it: 0.5 to 0.9 s after iperf3 is launched (its server's start, then
+/// three or four round trips of the tunnel on its control connection), so
+/// the steady state and the scenario's events are timed from there, not
+/// from the launch.
 #[derive(Debug, Default)]
 struct FlowStart {
     bytes_before: Option<u64>,
@@ -954,6 +956,38 @@ impl FlowStart {
     fn steady_at(&self) -> Option<Instant> {
         self.data_began.map(|t| t + STEADY_AFTER)
     }
+
+    /// Poll the emulator's bytes from A to B until the flow's data begins
+    /// and return when it did: the same moment for every system, whatever
+    /// it adds to each packet. A flow that shows no data in
+    /// [`DATA_WAIT`] has its events timed from then.
+    fn wait_on_paths(topo: &mut Topology) -> Instant {
+        let give_up = Instant::now() + DATA_WAIT;
+        let mut start = FlowStart::default();
+        loop {
+            let now = Instant::now();
+            if let Some(bytes) = topo.stats().ok().as_ref().and_then(bytes_a_to_b) {
+                start.observe(now, bytes);
+            }
+            match start.data_began {
+                Some(t) => return t,
+                None if now >= give_up => return now,
+                None => std::thread::sleep(START_POLL),
+            }
+        }
+    }
+}
+
+/// Longest the scenario's events wait for the flow's data to begin.
+const DATA_WAIT: Duration = Duration::from_secs(5);
+
+/// Return the bytes the emulator has released from A to B, over all paths.
+fn bytes_a_to_b(stats: &serde_json::Value) -> Option<u64> {
+    stats["paths"]
+        .as_array()?
+        .iter()
+        .map(|path| path["ab"]["tx_bytes"].as_u64())
+        .sum()
 }
 
 impl Sampler {
@@ -976,7 +1010,9 @@ impl Sampler {
                         let now = Instant::now();
                         let bytes: Vec<u64> = s.paths.iter().map(|p| p.tx_bytes).collect();
                         flow_start.observe(now, bytes.iter().sum());
-                        if now >= next_sample {
+                        // The series starts with the flow's data, as
+                        // iperf3's and the scenario's events do.
+                        if flow_start.data_began.is_some() && now >= next_sample {
                             if let Some((prev, at)) = &last {
                                 let secs = now.saturating_duration_since(*at).as_secs_f64();
                                 let mut out = series.lock().unwrap_or_else(|p| p.into_inner());
@@ -984,6 +1020,8 @@ impl Sampler {
                                 for (i, (n, p)) in bytes.iter().zip(prev).enumerate() {
                                     out[i].push(n.saturating_sub(*p) as f64 * 8.0 / secs / 1e6);
                                 }
+                            } else {
+                                next_sample = now;
                             }
                             last = Some((bytes, now));
                             next_sample += SAMPLE;
@@ -1214,9 +1252,7 @@ fn flow_with_events_inner(
             let scenario = scenario.clone();
             scope.spawn(move || flow(&ns_a, &ns_b, addr, &scenario, streams, extra, wrapper))
         };
-        // iperf3 takes ~0.2 s to start its server and connect; events are
-        // timed from then.
-        let start = Instant::now() + Duration::from_millis(200);
+        let start = FlowStart::wait_on_paths(topo);
         for event in &scenario.timeline() {
             let at = start + Duration::from_secs_f64(event.at);
             std::thread::sleep(at.saturating_duration_since(Instant::now()));
@@ -1741,6 +1777,18 @@ mod tests {
         let old =
             serde_json::json!({"paths": [{"ab": {"tx_packets": 5}, "ba": {"tx_packets": 5}}]});
         assert_eq!(EmulatorCounts::parse(&old), None);
+    }
+
+    #[test]
+    fn the_flow_s_data_is_counted_from_a_to_b_on_every_path() {
+        let dir = |bytes: u64| serde_json::json!({"tx_packets": bytes / 1000, "tx_bytes": bytes});
+        let stats = serde_json::json!({"paths": [
+            {"path": 1, "ab": dir(3_000), "ba": dir(90_000)},
+            {"path": 2, "ab": dir(5_500), "ba": dir(1_000)},
+        ]});
+        assert_eq!(bytes_a_to_b(&stats), Some(8_500), "B's acks do not count");
+        let partial = serde_json::json!({"paths": [{"ab": dir(3_000)}, {"ab": {}}]});
+        assert_eq!(bytes_a_to_b(&partial), None, "a path without a count");
     }
 
     #[test]
