@@ -1,7 +1,7 @@
 //! `mptun lab`: build the lab, run one TCP flow through mptun (and, with
 //! `--compare`, through what users would otherwise pick), report.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 
 use std::process::Command;
@@ -925,10 +925,15 @@ struct Sampled {
     b_steady: Option<WaitBuckets>,
 }
 
-/// Inner bytes site A sends by which the flow's data has begun: more than
-/// iperf3's control messages ahead of it (under 1 KB in all), less than
-/// the first flight of ten segments.
+/// Bytes site A sends within [`FLOW_BEGUN_WITHIN`] by which the flow's
+/// data has begun: more than iperf3's control messages (under 1 KB in all)
+/// and mptun's idle probes on six paths (some 1 KB a tenth of a second)
+/// send in that time, less than the first flight of ten segments, which
+/// leaves in one burst (CUBIC) or paced over a third of the round trip
+/// (BBR's startup; 8 KB within 60 ms at a round trip of 300 ms).
 const FLOW_BEGUN_BYTES: u64 = 8 * 1024;
+/// See [`FLOW_BEGUN_BYTES`].
+const FLOW_BEGUN_WITHIN: Duration = Duration::from_millis(100);
 /// How often the sampler looks for the flow's data to begin.
 const START_POLL: Duration = Duration::from_millis(20);
 
@@ -939,15 +944,28 @@ const START_POLL: Duration = Duration::from_millis(20);
 /// from the launch.
 #[derive(Debug, Default)]
 struct FlowStart {
-    bytes_before: Option<u64>,
+    /// The counts seen, oldest first, from the newest one at least
+    /// [`FLOW_BEGUN_WITHIN`] old.
+    seen: VecDeque<(Instant, u64)>,
     data_began: Option<Instant>,
 }
 
 impl FlowStart {
-    /// Site A had sent `total` inner bytes at `now`.
+    /// Site A had sent `total` bytes at `now`.
     fn observe(&mut self, now: Instant, total: u64) {
-        let before = *self.bytes_before.get_or_insert(total);
-        if self.data_began.is_none() && total.saturating_sub(before) >= FLOW_BEGUN_BYTES {
+        if self.data_began.is_some() {
+            return;
+        }
+        self.seen.push_back((now, total));
+        while self
+            .seen
+            .get(1)
+            .is_some_and(|(at, _)| now.saturating_duration_since(*at) >= FLOW_BEGUN_WITHIN)
+        {
+            self.seen.pop_front();
+        }
+        let before = self.seen.front().map_or(total, |(_, n)| *n);
+        if total.saturating_sub(before) >= FLOW_BEGUN_BYTES {
             self.data_began = Some(now);
         }
     }
@@ -1634,6 +1652,27 @@ mod tests {
             Some(at(1720)),
             "the first flight's time stays"
         );
+    }
+
+    #[test]
+    fn the_paths_idle_probes_are_not_taken_for_the_flow_s_data() {
+        let launched = Instant::now();
+        let at = |ms: u64| launched + Duration::from_millis(ms);
+        let mut start = FlowStart::default();
+        // Six idle paths, each probed ten times a second each way with
+        // some 160-byte frames, for 0.9 s: 8.6 KB in all, polled every
+        // 20 ms, with one poll 200 ms late.
+        let mut total = 0;
+        for ms in (0..=900).step_by(20).filter(|ms| !(300..500).contains(ms)) {
+            total = ms * 6 * 10 * 160 / 1000;
+            start.observe(at(ms), total);
+            assert_eq!(start.steady_at(), None, "no data yet at {ms} ms");
+        }
+        // BBR's first flight, paced over 60 ms.
+        for (ms, flight) in [(920, 4_000), (940, 8_000), (960, 12_000)] {
+            start.observe(at(ms), total + flight);
+        }
+        assert_eq!(start.steady_at(), Some(at(1940)));
     }
 
     #[test]
