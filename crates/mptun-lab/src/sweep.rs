@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 use mptun_netem::model::SplitMix64;
 use serde::Serialize;
 
-use crate::run::{LabOptions, LabReport, SystemResult};
+use crate::run::{Failover, LabOptions, LabReport, MptunDetail, SystemResult};
 use crate::scenario::{Event, PathSpec, Scenario};
 
 /// Seconds of each flow in a sweep.
@@ -157,6 +157,11 @@ pub struct SweepResult {
     pub steal_pct: Option<f64>,
     /// Every system's figures.
     pub systems: Vec<SystemResult>,
+    /// What mptun did: each path's share, loss and series, the reorder
+    /// buffer's counts.
+    pub mptun: MptunDetail,
+    /// How mptun rode out the scenario's first cut, if it has one.
+    pub failover: Option<Failover>,
 }
 
 impl SweepResult {
@@ -206,6 +211,8 @@ impl SweepResult {
                 .filter_map(|s| s.host.steal_pct)
                 .reduce(f64::max),
             systems: report.systems.clone(),
+            mptun: report.mptun.clone(),
+            failover: report.failover.clone(),
         }
     }
 
@@ -617,6 +624,33 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_row_keeps_mptun_s_paths_and_failover_for_the_json() {
+        let report = LabReport {
+            scenario_name: "sweep".into(),
+            scenario: draw(10313, 7).remove(6),
+            path_rates_mbps: vec![7.0, 38.0, 74.0, 9.0, 208.0, 264.0],
+            path_rates_measured: true,
+            systems: Vec::new(),
+            mptun: MptunDetail {
+                path_series_mbps: vec![vec![180.0, 61.0, 0.0]],
+                ..Default::default()
+            },
+            failover: Some(Failover {
+                path: 5,
+                cut_at_s: 3.5,
+                goodput_1s_after_mbps: 63.0,
+                surviving_sum_mbps: 592.0,
+                restored_at_s: Some(6.0),
+                carries_again_after_s: Some(0.5),
+            }),
+        };
+        let json = serde_json::to_value(SweepResult::of(7, &report)).expect("serializes");
+        assert_eq!(json["mptun"]["path_series_mbps"][0][1], 61.0, "{json}");
+        assert_eq!(json["failover"]["path"], 5, "{json}");
+        assert_eq!(json["failover"]["carries_again_after_s"], 0.5, "{json}");
+    }
+
     /// A result of mptun at 100 Mbit/s with these ratios, the paths 10
     /// ms apart, in no known class.
     fn result(
@@ -644,6 +678,8 @@ mod tests {
             known_class: None,
             steal_pct: None,
             systems: Vec::new(),
+            mptun: Default::default(),
+            failover: None,
         }
     }
 
