@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
@@ -365,7 +365,8 @@ pub fn run(options: &LabOptions) -> anyhow::Result<LabReport> {
     let tunnel_pids = sites.pids();
     let cpu_before = cpu_seconds(&tunnel_pids);
     let (measured, sampled) = {
-        let sampler = Sampler::start(&sites);
+        let data_began = DataBegan::default();
+        let sampler = Sampler::start(&sites, data_began.clone());
         let r = flow_with_events(
             &mut topo,
             &ns_a,
@@ -375,6 +376,7 @@ pub fn run(options: &LabOptions) -> anyhow::Result<LabReport> {
             1,
             vec![],
             vec![],
+            Some(data_began.as_ref()),
         )?;
         (r, sampler.finish())
     };
@@ -413,6 +415,7 @@ pub fn run(options: &LabOptions) -> anyhow::Result<LabReport> {
             1,
             vec![],
             vec![],
+            None,
         )?;
         systems.push(system(&format!("best path (path {})", best + 1), r, None));
 
@@ -432,6 +435,7 @@ pub fn run(options: &LabOptions) -> anyhow::Result<LabReport> {
                 1,
                 vec![],
                 vec![],
+                None,
             )?;
             let cpu = cpu_seconds(&pids).zip(before).map(|(a, b)| a - b);
             systems.push(system("WireGuard, one tunnel", r, cpu));
@@ -465,6 +469,7 @@ pub fn run(options: &LabOptions) -> anyhow::Result<LabReport> {
                 streams,
                 bind.clone(),
                 vec![],
+                None,
             )?;
             let cpu = cpu_seconds(&pids).zip(before).map(|(a, b)| a - b);
             systems.push(system(name, r, cpu));
@@ -487,8 +492,17 @@ pub fn run(options: &LabOptions) -> anyhow::Result<LabReport> {
                 let pids = ecmp.pids();
                 let before = cpu_seconds(&pids);
                 let first = inner[0].0.clone();
-                let r =
-                    flow_with_events(&mut topo, &ns_a, &ns_b, first, scenario, 1, vec![], wrapper)?;
+                let r = flow_with_events(
+                    &mut topo,
+                    &ns_a,
+                    &ns_b,
+                    first,
+                    scenario,
+                    1,
+                    vec![],
+                    wrapper,
+                    None,
+                )?;
                 let cpu = cpu_seconds(&pids).zip(before).map(|(a, b)| a - b);
                 systems.push(system(name, r, cpu));
             }
@@ -503,8 +517,17 @@ pub fn run(options: &LabOptions) -> anyhow::Result<LabReport> {
         match mptcp_setup(&topo, &links) {
             Ok(wrapper) => {
                 let first = links[0].0.clone();
-                let r =
-                    flow_with_events(&mut topo, &ns_a, &ns_b, first, scenario, 1, vec![], wrapper)?;
+                let r = flow_with_events(
+                    &mut topo,
+                    &ns_a,
+                    &ns_b,
+                    first,
+                    scenario,
+                    1,
+                    vec![],
+                    wrapper,
+                    None,
+                )?;
                 systems.push(system("MPTCP", r, None));
             }
             Err(e) => say(&format!("MPTCP skipped: {e:#}")),
@@ -910,8 +933,8 @@ fn path_warnings(sites: &Sites) -> Vec<String> {
 }
 
 /// Samples site A's per-path byte counters in the background from the
-/// flow's first data, and takes site B's hold histogram once the flow is
-/// [`STEADY_AFTER`] old.
+/// flow's first data (when the flow's runner sets [`DataBegan`]), and
+/// takes site B's hold histogram once the flow is [`STEADY_AFTER`] old.
 struct Sampler {
     stop: Arc<AtomicBool>,
     series: Arc<Mutex<Vec<Vec<f64>>>>,
@@ -925,19 +948,26 @@ struct Sampled {
     b_steady: Option<WaitBuckets>,
 }
 
-/// Bytes site A sends within [`FLOW_BEGUN_WITHIN`] by which the flow's
-/// data has begun: more than iperf3's control messages (under 1 KB in all)
-/// and mptun's idle probes on six paths (some 1 KB a tenth of a second)
-/// send in that time, less than the first flight of ten segments, which
-/// leaves in one burst (CUBIC) or paced over a third of the round trip
-/// (BBR's startup; 8 KB within 60 ms at a round trip of 300 ms).
+/// Bytes the paths carry from A to B within [`FLOW_BEGUN_WITHIN`] by
+/// which the flow's data has begun: more than iperf3's control messages
+/// (under 1 KB in all) and mptun's idle probes on six paths (some 1 KB a
+/// tenth of a second) send in that time, less than the first flight of
+/// ten segments, which leaves in one burst (CUBIC) or paced over a third
+/// of the round trip (BBR's startup; 8 KB within 60 ms at a round trip of
+/// 300 ms).
 const FLOW_BEGUN_BYTES: u64 = 8 * 1024;
 /// See [`FLOW_BEGUN_BYTES`].
 const FLOW_BEGUN_WITHIN: Duration = Duration::from_millis(100);
-/// How often the sampler looks for the flow's data to begin.
+/// How often the flow's data is looked for, and the sampler looks for
+/// that moment.
 const START_POLL: Duration = Duration::from_millis(20);
 
-/// When the flow's data began, as a count of the bytes site A sends shows
+/// When the flow's data began, set once by the flow's runner for the
+/// sampler: the one moment the scenario's events, mptun's per-path series
+/// and its hold after the first second are all timed from.
+type DataBegan = Arc<OnceLock<Instant>>;
+
+/// When the flow's data began, as a count of the bytes from A to B shows
 /// it: 0.5 to 0.9 s after iperf3 is launched (its server's start, then
 /// three or four round trips of the tunnel on its control connection), so
 /// the steady state and the scenario's events are timed from there, not
@@ -951,7 +981,7 @@ struct FlowStart {
 }
 
 impl FlowStart {
-    /// Site A had sent `total` bytes at `now`.
+    /// The paths had carried `total` bytes from A to B at `now`.
     fn observe(&mut self, now: Instant, total: u64) {
         if self.data_began.is_some() {
             return;
@@ -968,11 +998,6 @@ impl FlowStart {
         if total.saturating_sub(before) >= FLOW_BEGUN_BYTES {
             self.data_began = Some(now);
         }
-    }
-
-    /// Return when the flow is [`STEADY_AFTER`] old, once its data began.
-    fn steady_at(&self) -> Option<Instant> {
-        self.data_began.map(|t| t + STEADY_AFTER)
     }
 
     /// Poll the emulator's bytes from A to B until the flow's data begins
@@ -1009,7 +1034,7 @@ fn bytes_a_to_b(stats: &serde_json::Value) -> Option<u64> {
 }
 
 impl Sampler {
-    fn start(sites: &Sites) -> Sampler {
+    fn start(sites: &Sites, data_began: DataBegan) -> Sampler {
         let stop = Arc::new(AtomicBool::new(false));
         let series = Arc::new(Mutex::new(Vec::new()));
         let b_steady = Arc::new(Mutex::new(None));
@@ -1021,16 +1046,15 @@ impl Sampler {
                 // Site A's bytes per path at the last series sample, and when.
                 let mut last: Option<(Vec<u64>, Instant)> = None;
                 let mut next_sample = Instant::now();
-                let mut flow_start = FlowStart::default();
                 let mut steady_taken = false;
                 while !stop.load(Ordering::Relaxed) {
-                    if let Ok(s) = status() {
-                        let now = Instant::now();
-                        let bytes: Vec<u64> = s.paths.iter().map(|p| p.tx_bytes).collect();
-                        flow_start.observe(now, bytes.iter().sum());
-                        // The series starts with the flow's data, as
-                        // iperf3's and the scenario's events do.
-                        if flow_start.data_began.is_some() && now >= next_sample {
+                    let began = data_began.get().copied();
+                    // The series starts with the flow's data, as
+                    // iperf3's and the scenario's events do.
+                    if began.is_some() && Instant::now() >= next_sample {
+                        if let Ok(s) = status() {
+                            let now = Instant::now();
+                            let bytes: Vec<u64> = s.paths.iter().map(|p| p.tx_bytes).collect();
                             if let Some((prev, at)) = &last {
                                 let secs = now.saturating_duration_since(*at).as_secs_f64();
                                 let mut out = series.lock().unwrap_or_else(|p| p.into_inner());
@@ -1045,7 +1069,7 @@ impl Sampler {
                             next_sample += SAMPLE;
                         }
                     }
-                    let steady_at = flow_start.steady_at();
+                    let steady_at = began.map(|t| t + STEADY_AFTER);
                     if !steady_taken && steady_at.is_some_and(|t| Instant::now() >= t) {
                         if let Ok(s) = status_b() {
                             *b_steady.lock().unwrap_or_else(|p| p.into_inner()) =
@@ -1135,7 +1159,8 @@ fn parse_tcp(json: &serde_json::Value) -> (TcpResult, Vec<f64>) {
 }
 
 /// Run a flow while applying the scenario's events on time, then restore
-/// every path for the next system.
+/// every path for the next system. `data_began`, if given, is set to when
+/// the flow's data began, the moment the events are timed from.
 #[allow(clippy::too_many_arguments)]
 fn flow_with_events(
     topo: &mut Topology,
@@ -1146,12 +1171,14 @@ fn flow_with_events(
     streams: u32,
     extra: Vec<String>,
     wrapper: Vec<String>,
+    data_began: Option<&OnceLock<Instant>>,
 ) -> anyhow::Result<Measured> {
     let counters_before = SenderCounters::read(ns_a);
     let cpu_before = read_cpu_times();
     let emulator_before = EmulatorCounts::read(topo);
-    let (tcp, series_mbps) =
-        flow_with_events_inner(topo, ns_a, ns_b, addr, scenario, streams, extra, wrapper)?;
+    let (tcp, series_mbps) = flow_with_events_inner(
+        topo, ns_a, ns_b, addr, scenario, streams, extra, wrapper, data_began,
+    )?;
     let emulator = EmulatorCounts::read(topo)
         .zip(emulator_before)
         .map(|(after, before)| after.since(&before));
@@ -1255,8 +1282,9 @@ fn flow_with_events_inner(
     streams: u32,
     extra: Vec<String>,
     wrapper: Vec<String>,
+    data_began: Option<&OnceLock<Instant>>,
 ) -> anyhow::Result<(TcpResult, Vec<f64>)> {
-    if scenario.event.is_empty() {
+    if scenario.event.is_empty() && data_began.is_none() {
         return flow(ns_a, ns_b, addr, scenario, streams, extra, wrapper);
     }
     let result = std::thread::scope(|scope| {
@@ -1271,6 +1299,9 @@ fn flow_with_events_inner(
             scope.spawn(move || flow(&ns_a, &ns_b, addr, &scenario, streams, extra, wrapper))
         };
         let start = FlowStart::wait_on_paths(topo);
+        if let Some(began) = data_began {
+            began.get_or_init(|| start);
+        }
         for event in &scenario.timeline() {
             let at = start + Duration::from_secs_f64(event.at);
             std::thread::sleep(at.saturating_duration_since(Instant::now()));
@@ -1283,7 +1314,14 @@ fn flow_with_events_inner(
             .join()
             .map_err(|_| anyhow::anyhow!("iperf3 thread panicked"))?
     });
-    // Undo the events: every path back to the scenario's settings.
+    if !scenario.event.is_empty() {
+        undo_events(topo, scenario)?;
+    }
+    result
+}
+
+/// Set every path back to the scenario's settings for the next system.
+fn undo_events(topo: &mut Topology, scenario: &Scenario) -> anyhow::Result<()> {
     for (i, p) in scenario.path.iter().enumerate() {
         let n = i + 1;
         let mut lines = vec![
@@ -1298,7 +1336,7 @@ fn flow_with_events_inner(
             topo.control(&line)?;
         }
     }
-    result
+    Ok(())
 }
 
 /// Where ECMP traffic goes: addresses on loopback, routed over all tunnels.
@@ -1632,7 +1670,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_steady_state_is_timed_from_the_flow_s_data_not_iperf3_s_launch() {
+    fn the_flow_s_start_is_its_data_not_iperf3_s_launch() {
         let launched = Instant::now();
         let at = |ms: u64| launched + Duration::from_millis(ms);
         let mut start = FlowStart::default();
@@ -1641,15 +1679,15 @@ mod tests {
         start.observe(at(0), 5_000);
         for (ms, total) in [(100, 5_060), (300, 5_200), (500, 5_530), (700, 5_600)] {
             start.observe(at(ms), total);
-            assert_eq!(start.steady_at(), None, "no data yet at {ms} ms");
+            assert_eq!(start.data_began, None, "no data yet at {ms} ms");
         }
         // The first flight: ten segments.
         start.observe(at(720), 5_600 + 14_264);
-        assert_eq!(start.steady_at(), Some(at(1720)));
+        assert_eq!(start.data_began, Some(at(720)));
         start.observe(at(900), 60_000);
         assert_eq!(
-            start.steady_at(),
-            Some(at(1720)),
+            start.data_began,
+            Some(at(720)),
             "the first flight's time stays"
         );
     }
@@ -1666,13 +1704,13 @@ mod tests {
         for ms in (0..=900).step_by(20).filter(|ms| !(300..500).contains(ms)) {
             total = ms * 6 * 10 * 160 / 1000;
             start.observe(at(ms), total);
-            assert_eq!(start.steady_at(), None, "no data yet at {ms} ms");
+            assert_eq!(start.data_began, None, "no data yet at {ms} ms");
         }
         // BBR's first flight, paced over 60 ms.
         for (ms, flight) in [(920, 4_000), (940, 8_000), (960, 12_000)] {
             start.observe(at(ms), total + flight);
         }
-        assert_eq!(start.steady_at(), Some(at(1940)));
+        assert_eq!(start.data_began, Some(at(940)));
     }
 
     #[test]
