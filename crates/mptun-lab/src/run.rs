@@ -294,6 +294,17 @@ pub fn run(options: &LabOptions) -> anyhow::Result<LabReport> {
     let mut topo = build_topology(scenario)?;
     let ns_a = topo.ns_a();
     let ns_b = topo.ns_b();
+    // The scenario's flow from site A to `addr`, as every system runs it.
+    let flow_to = |addr: String| Iperf {
+        client_ns: &ns_a,
+        server_ns: &ns_b,
+        server_addr: addr,
+        duration: scenario.duration,
+        streams: 1,
+        congestion: Some(&scenario.congestion_control),
+        extra: vec![],
+        wrapper: vec![],
+    };
     let mut systems = Vec::new();
     let mut path_rates: Vec<f64> = scenario
         .path
@@ -303,15 +314,7 @@ pub fn run(options: &LabOptions) -> anyhow::Result<LabReport> {
     if options.compare {
         say("measuring each path alone...");
         for i in 1..=scenario.path.len() {
-            let r = flow(
-                &ns_a,
-                &ns_b,
-                topo.addr_b(i).to_string(),
-                scenario,
-                1,
-                vec![],
-                vec![],
-            )?;
+            let r = flow(&flow_to(topo.addr_b(i).to_string()))?;
             path_rates[i - 1] = r.0.goodput_mbps;
         }
     }
@@ -369,13 +372,8 @@ pub fn run(options: &LabOptions) -> anyhow::Result<LabReport> {
         let sampler = Sampler::start(&sites, data_began.clone());
         let r = flow_with_events(
             &mut topo,
-            &ns_a,
-            &ns_b,
-            TUNNEL_B.to_string(),
             scenario,
-            1,
-            vec![],
-            vec![],
+            flow_to(TUNNEL_B.to_string()),
             Some(data_began.as_ref()),
         )?;
         (r, sampler.finish())
@@ -406,17 +404,7 @@ pub fn run(options: &LabOptions) -> anyhow::Result<LabReport> {
     if options.compare {
         say("best single path alone...");
         let best_addr = topo.addr_b(best + 1).to_string();
-        let r = flow_with_events(
-            &mut topo,
-            &ns_a,
-            &ns_b,
-            best_addr,
-            scenario,
-            1,
-            vec![],
-            vec![],
-            None,
-        )?;
+        let r = flow_with_events(&mut topo, scenario, flow_to(best_addr), None)?;
         systems.push(system(&format!("best path (path {})", best + 1), r, None));
 
         let wireguard_go = wireguard::find();
@@ -426,17 +414,8 @@ pub fn run(options: &LabOptions) -> anyhow::Result<LabReport> {
             let tunnel = wireguard::Tunnels::start(wg, &topo, &[best + 1], "", path_mtu)?;
             let pids = tunnel.pids();
             let before = cpu_seconds(&pids);
-            let r = flow_with_events(
-                &mut topo,
-                &ns_a,
-                &ns_b,
-                wireguard::inner_addr(best + 1, 2),
-                scenario,
-                1,
-                vec![],
-                vec![],
-                None,
-            )?;
+            let addr = wireguard::inner_addr(best + 1, 2);
+            let r = flow_with_events(&mut topo, scenario, flow_to(addr), None)?;
             let cpu = cpu_seconds(&pids).zip(before).map(|(a, b)| a - b);
             systems.push(system("WireGuard, one tunnel", r, cpu));
         } else {
@@ -460,17 +439,12 @@ pub fn run(options: &LabOptions) -> anyhow::Result<LabReport> {
         for (streams, name) in [(1, "ECMP, 1 flow"), (8, "ECMP, 8 flows")] {
             let pids = ecmp.pids();
             let before = cpu_seconds(&pids);
-            let r = flow_with_events(
-                &mut topo,
-                &ns_a,
-                &ns_b,
-                ECMP_DST.to_string(),
-                scenario,
+            let iperf = Iperf {
                 streams,
-                bind.clone(),
-                vec![],
-                None,
-            )?;
+                extra: bind.clone(),
+                ..flow_to(ECMP_DST.to_string())
+            };
+            let r = flow_with_events(&mut topo, scenario, iperf, None)?;
             let cpu = cpu_seconds(&pids).zip(before).map(|(a, b)| a - b);
             systems.push(system(name, r, cpu));
         }
@@ -492,17 +466,11 @@ pub fn run(options: &LabOptions) -> anyhow::Result<LabReport> {
                 let pids = ecmp.pids();
                 let before = cpu_seconds(&pids);
                 let first = inner[0].0.clone();
-                let r = flow_with_events(
-                    &mut topo,
-                    &ns_a,
-                    &ns_b,
-                    first,
-                    scenario,
-                    1,
-                    vec![],
+                let iperf = Iperf {
                     wrapper,
-                    None,
-                )?;
+                    ..flow_to(first)
+                };
+                let r = flow_with_events(&mut topo, scenario, iperf, None)?;
                 let cpu = cpu_seconds(&pids).zip(before).map(|(a, b)| a - b);
                 systems.push(system(name, r, cpu));
             }
@@ -517,17 +485,11 @@ pub fn run(options: &LabOptions) -> anyhow::Result<LabReport> {
         match mptcp_setup(&topo, &links) {
             Ok(wrapper) => {
                 let first = links[0].0.clone();
-                let r = flow_with_events(
-                    &mut topo,
-                    &ns_a,
-                    &ns_b,
-                    first,
-                    scenario,
-                    1,
-                    vec![],
+                let iperf = Iperf {
                     wrapper,
-                    None,
-                )?;
+                    ..flow_to(first)
+                };
+                let r = flow_with_events(&mut topo, scenario, iperf, None)?;
                 systems.push(system("MPTCP", r, None));
             }
             Err(e) => say(&format!("MPTCP skipped: {e:#}")),
@@ -1115,27 +1077,9 @@ impl Sampler {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn flow(
-    ns_a: &str,
-    ns_b: &str,
-    addr: String,
-    scenario: &Scenario,
-    streams: u32,
-    extra: Vec<String>,
-    wrapper: Vec<String>,
-) -> anyhow::Result<(TcpResult, Vec<f64>)> {
-    let json = Iperf {
-        client_ns: ns_a,
-        server_ns: ns_b,
-        server_addr: addr,
-        duration: scenario.duration,
-        streams,
-        congestion: Some(&scenario.congestion_control),
-        extra,
-        wrapper,
-    }
-    .run_reporting_every(SAMPLE.as_secs_f64())?;
+/// Run `iperf` and return its result and the receiver's goodput series.
+fn flow(iperf: &Iperf) -> anyhow::Result<(TcpResult, Vec<f64>)> {
+    let json = iperf.run_reporting_every(SAMPLE.as_secs_f64())?;
     Ok(parse_tcp(&json))
 }
 
@@ -1161,24 +1105,17 @@ fn parse_tcp(json: &serde_json::Value) -> (TcpResult, Vec<f64>) {
 /// Run a flow while applying the scenario's events on time, then restore
 /// every path for the next system. `data_began`, if given, is set to when
 /// the flow's data began, the moment the events are timed from.
-#[allow(clippy::too_many_arguments)]
 fn flow_with_events(
     topo: &mut Topology,
-    ns_a: &str,
-    ns_b: &str,
-    addr: String,
     scenario: &Scenario,
-    streams: u32,
-    extra: Vec<String>,
-    wrapper: Vec<String>,
+    iperf: Iperf,
     data_began: Option<&OnceLock<Instant>>,
 ) -> anyhow::Result<Measured> {
+    let ns_a = iperf.client_ns;
     let counters_before = SenderCounters::read(ns_a);
     let cpu_before = read_cpu_times();
     let emulator_before = EmulatorCounts::read(topo);
-    let (tcp, series_mbps) = flow_with_events_inner(
-        topo, ns_a, ns_b, addr, scenario, streams, extra, wrapper, data_began,
-    )?;
+    let (tcp, series_mbps) = flow_with_events_inner(topo, scenario, &iperf, data_began)?;
     let emulator = EmulatorCounts::read(topo)
         .zip(emulator_before)
         .map(|(after, before)| after.since(&before));
@@ -1272,32 +1209,17 @@ impl EmulatorCounts {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
 fn flow_with_events_inner(
     topo: &mut Topology,
-    ns_a: &str,
-    ns_b: &str,
-    addr: String,
     scenario: &Scenario,
-    streams: u32,
-    extra: Vec<String>,
-    wrapper: Vec<String>,
+    iperf: &Iperf,
     data_began: Option<&OnceLock<Instant>>,
 ) -> anyhow::Result<(TcpResult, Vec<f64>)> {
     if scenario.event.is_empty() && data_began.is_none() {
-        return flow(ns_a, ns_b, addr, scenario, streams, extra, wrapper);
+        return flow(iperf);
     }
     let result = std::thread::scope(|scope| {
-        let runner = {
-            let (ns_a, ns_b, extra, wrapper) = (
-                ns_a.to_string(),
-                ns_b.to_string(),
-                extra.clone(),
-                wrapper.clone(),
-            );
-            let scenario = scenario.clone();
-            scope.spawn(move || flow(&ns_a, &ns_b, addr, &scenario, streams, extra, wrapper))
-        };
+        let runner = scope.spawn(|| flow(iperf));
         let start = FlowStart::wait_on_paths(topo);
         if let Some(began) = data_began {
             began.get_or_init(|| start);
