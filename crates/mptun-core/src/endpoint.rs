@@ -9,7 +9,7 @@ use crate::parity::{ParityDecoder, ParityEncoder};
 use crate::path::train::TRAIN_PACKET_LEN;
 use crate::path::{PathEstimate, PathEvent, PathId, PathSet, PathState};
 use crate::paths::{repair_past_due, PathTable, HOLD_FLOOR, REPAIR_PATIENCE_MARGIN};
-use crate::reorder::{Arrival, HoldHistogram, ReorderBuffer, ReorderConfig, ReorderStats};
+use crate::reorder::{Arrival, HoldHistogram, ReorderBuffer, ReorderConfig, ReorderStats, WaitEnd};
 use crate::scheduler::{Policy, Scheduler};
 use crate::sent_log::SentLog;
 use crate::seq::Seq;
@@ -550,6 +550,11 @@ impl Endpoint {
     /// Return how long packets waited in the reorder buffer.
     pub fn waits(&self) -> &HoldHistogram {
         self.reorder.waits()
+    }
+
+    /// Return how long the packets whose wait `end` ended waited.
+    pub fn waits_ended_by(&self, end: WaitEnd) -> &HoldHistogram {
+        self.reorder.waits_ended_by(end)
     }
 
     /// Return how many packets wait in the reorder buffer.

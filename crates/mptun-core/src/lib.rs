@@ -47,6 +47,7 @@ pub use equalize::DscpSet;
 pub use path::{PathChange, PathEstimate, PathEvent, PathId, PathSet, PathState, MAX_PATHS};
 pub use reorder::{
     Arrival, DropReason, HoldHistogram, ReorderBuffer, ReorderConfig, ReorderStats, Verdict,
+    WaitEnd,
 };
 pub use scheduler::{Policy, WeightedRoundRobin};
 pub use sent_log::SentLog;

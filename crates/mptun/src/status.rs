@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use anyhow::{bail, Context};
-use mptun_core::{PathState, RefusedStats};
+use mptun_core::{HoldHistogram, PathState, RefusedStats};
 use serde::{Deserialize, Serialize};
 use tokio::io::AsyncWriteExt;
 use tokio::net::UnixListener;
@@ -176,7 +176,7 @@ pub struct TunStatus {
 }
 
 /// Reorder buffer state and counters.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct ReorderStatus {
     pub hold_ms: f64,
     pub waited: u64,
@@ -187,6 +187,9 @@ pub struct ReorderStatus {
     /// hold over a stretch of time.
     #[serde(default)]
     pub wait_buckets: Vec<(u32, u64)>,
+    /// The same by what ended each wait.
+    #[serde(default)]
+    pub wait_buckets_by_end: WaitBucketsByEnd,
     pub held_now: usize,
     pub in_order: u64,
     pub buffered: u64,
@@ -235,6 +238,19 @@ pub struct ReorderStatus {
     /// they were of use, nor, later, had room for: left to the inner flow.
     #[serde(default)]
     pub repairs_too_late: u64,
+}
+
+/// The reorder buffer's waits' histograms (see
+/// [`ReorderStatus::wait_buckets`]) by what became of the last gap a packet
+/// waited for (see `mptun_core::WaitEnd`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct WaitBucketsByEnd {
+    /// Its own packet came, late: reordering.
+    pub reordered: Vec<(u32, u64)>,
+    /// A repair asked for filled it.
+    pub repaired: Vec<(u32, u64)>,
+    /// It was given up on: lost, waited for the hold, or skipped.
+    pub given_up: Vec<(u32, u64)>,
 }
 
 /// One path.
@@ -611,6 +627,21 @@ pub fn render(s: &Status) -> String {
         r.passed,
         r.wait_p50_ms.map_or("-".into(), |w| format!("{w:.2} ms")),
         r.wait_p99_ms.map_or("-".into(), |w| format!("{w:.2} ms"))
+    );
+    let ended = |buckets: &[(u32, u64)]| {
+        let waits = HoldHistogram::from_buckets(buckets);
+        match waits.quantile(0.99) {
+            Some(p99) => format!("{} (p99 {:.2} ms)", waits.count(), p99.as_secs_f64() * 1e3),
+            None => "0".into(),
+        }
+    };
+    let by_end = &r.wait_buckets_by_end;
+    let _ = writeln!(
+        o,
+        "  waits ended by: the packet itself, late {}; a repair {}; giving the gap up {}",
+        ended(&by_end.reordered),
+        ended(&by_end.repaired),
+        ended(&by_end.given_up)
     );
     let _ = writeln!(
         o,

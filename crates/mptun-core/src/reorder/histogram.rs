@@ -94,3 +94,43 @@ impl HoldHistogram {
         None
     }
 }
+
+/// What ended a packet's wait: what became of the last gap before it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WaitEnd {
+    /// The gap's own packet (or its parity's rebuild) came: reordering,
+    /// a packet on a path farther or more queued than the one behind it.
+    Reordered,
+    /// A repair asked for filled the gap.
+    Repaired,
+    /// The gap was given up on: lost, waited for the hold, or skipped to
+    /// make room or at the peer's restart.
+    GivenUp,
+}
+
+impl WaitEnd {
+    /// Every kind, in the order status reports them.
+    pub const ALL: [WaitEnd; 3] = [WaitEnd::Reordered, WaitEnd::Repaired, WaitEnd::GivenUp];
+}
+
+/// How long packets waited, in all and by what ended each wait.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Waits {
+    all: HoldHistogram,
+    by_end: [HoldHistogram; 3],
+}
+
+impl Waits {
+    pub fn record(&mut self, end: WaitEnd, held: Duration) {
+        self.all.record(held);
+        self.by_end[end as usize].record(held);
+    }
+
+    pub fn all(&self) -> &HoldHistogram {
+        &self.all
+    }
+
+    pub fn ended_by(&self, end: WaitEnd) -> &HoldHistogram {
+        &self.by_end[end as usize]
+    }
+}

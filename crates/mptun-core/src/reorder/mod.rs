@@ -21,7 +21,8 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use evidence::LossEvidence;
-pub use histogram::HoldHistogram;
+use histogram::Waits;
+pub use histogram::{HoldHistogram, WaitEnd};
 use hold::Hold;
 use repair::{Repairs, WantedLate};
 use window::{Arrived, Held, Window};
@@ -178,8 +179,8 @@ pub struct ReorderBuffer<P> {
     /// Repairs handed out late (see [`Verdict::Late`]), not taken by the
     /// caller yet.
     late: VecDeque<P>,
-    /// How long released packets waited.
-    waits: HoldHistogram,
+    /// How long released packets waited, and what ended each wait.
+    waits: Waits,
     /// Losses released while asked for, so as not to hold what came after
     /// them (found after a pause, or their repair not come when the packet
     /// behind had waited the repair patience), to be handed out late if
@@ -217,7 +218,7 @@ impl<P> ReorderBuffer<P> {
             hold: Hold::new(config.hold),
             ready: VecDeque::new(),
             late: VecDeque::new(),
-            waits: HoldHistogram::default(),
+            waits: Waits::default(),
             wanted_late: WantedLate::default(),
             repair_patience: None,
             repair_soonest: None,
@@ -281,7 +282,12 @@ impl<P> ReorderBuffer<P> {
 
     /// Return how long released packets waited in the buffer.
     pub fn waits(&self) -> &HoldHistogram {
-        &self.waits
+        self.waits.all()
+    }
+
+    /// Return how long the released packets whose wait `end` ended waited.
+    pub fn waits_ended_by(&self, end: WaitEnd) -> &HoldHistogram {
+        self.waits.ended_by(end)
     }
 
     /// Return how many packets are waiting in the buffer.
@@ -348,7 +354,12 @@ impl<P> ReorderBuffer<P> {
             self.stats.in_order += 1;
             self.ready.push_back(packet);
             self.window.advance();
-            self.release_contiguous(now);
+            let end = if repair {
+                WaitEnd::Repaired
+            } else {
+                WaitEnd::Reordered
+            };
+            self.release_contiguous(now, end);
             self.release_losses(now);
             return Ok(Verdict::InOrder);
         }
@@ -682,7 +693,7 @@ impl<P> ReorderBuffer<P> {
                 packet: Some(packet),
                 arrived,
             }) => {
-                waits.record(now.saturating_duration_since(arrived));
+                waits.record(WaitEnd::GivenUp, now.saturating_duration_since(arrived));
                 ready.push_back(packet);
             }
             Some(Held { packet: None, .. }) => {}
@@ -701,16 +712,16 @@ impl<P> ReorderBuffer<P> {
             Skip::Restart => &mut self.stats.skipped_restart,
         };
         *count = count.saturating_add(gaps);
-        self.release_contiguous(now);
+        self.release_contiguous(now, WaitEnd::GivenUp);
     }
 
-    /// Release the held packets at the front, and forget what delivery
-    /// has passed.
-    fn release_contiguous(&mut self, now: Instant) {
+    /// Release the held packets at the front, whose waits `end` ended, and
+    /// forget what delivery has passed.
+    fn release_contiguous(&mut self, now: Instant, end: WaitEnd) {
         let (ready, waits) = (&mut self.ready, &mut self.waits);
         self.window.advance_contiguous(|held| {
             if let Some(packet) = held.packet {
-                waits.record(now.saturating_duration_since(held.arrived));
+                waits.record(end, now.saturating_duration_since(held.arrived));
                 ready.push_back(packet);
             }
         });
@@ -993,6 +1004,40 @@ mod tests {
         assert_eq!(h.buf.hold(), config().hold);
         h.buf.set_hold_hint(Some(Duration::from_millis(2)));
         assert_eq!(h.buf.hold(), Duration::from_millis(2));
+    }
+
+    #[test]
+    fn each_wait_counts_by_what_ended_it() {
+        let mut h = Harness::new(config());
+        h.feed(0, P0, 0);
+        // 2 waits 3 ms for 1, late on path 1.
+        h.feed(1, P0, 2);
+        h.feed(4, P1, 1);
+        // 4 and 5 wait for 3, which never comes: given up on after the hold.
+        h.feed(5, P0, 4);
+        h.feed(6, P0, 5);
+        h.tick(30);
+        assert_eq!(h.delivered, vec![0, 1, 2, 4, 5]);
+        let count = |h: &Harness, end| h.buf.waits_ended_by(end).count();
+        assert_eq!(count(&h, WaitEnd::Reordered), 1);
+        assert_eq!(count(&h, WaitEnd::GivenUp), 2);
+        assert_eq!(count(&h, WaitEnd::Repaired), 0);
+        assert_eq!(
+            h.buf.waits_ended_by(WaitEnd::GivenUp).quantile(1.0),
+            Some(Duration::from_micros(25_250)),
+            "4 waited from 5 ms to the tick at 30, in the 25-25.25 ms bucket"
+        );
+
+        // 1 is lost and asked for; 2 and 3 wait 7 ms for its repair.
+        let mut h = Harness::repairing();
+        h.feed(0, P1, 0);
+        h.feed(1, P0, 2);
+        h.feed(2, P1, 3);
+        assert_eq!(h.buf.poll_nacks(), vec![Seq(1)]);
+        h.feed(8, P0, 1);
+        assert_eq!(h.delivered, vec![0, 1, 2, 3]);
+        assert_eq!(count(&h, WaitEnd::Repaired), 2);
+        assert_eq!(h.buf.waits().count(), 2);
     }
 
     #[test]

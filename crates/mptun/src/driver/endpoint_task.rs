@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mptun_core::{BufPool, Endpoint, PacketBuf, PathChange, PathEvent, PathId, PathState};
+use mptun_core::{BufPool, Endpoint, PacketBuf, PathChange, PathEvent, PathId, PathState, WaitEnd};
 use tokio::sync::mpsc;
 use tracing::{info, warn};
 
@@ -14,7 +14,9 @@ use super::shared::{
 use crate::config::Config;
 use crate::io::TunDevice;
 use crate::mtu::TunMtu;
-use crate::status::{PathStatus, ReorderStatus, Status, StatusRequest, TunStatus};
+use crate::status::{
+    PathStatus, ReorderStatus, Status, StatusRequest, TunStatus, WaitBucketsByEnd,
+};
 
 /// How often a path down for long is offered a fresh WireGuard handshake.
 const REHANDSHAKE_EVERY: Duration = Duration::from_secs(1);
@@ -312,6 +314,13 @@ impl<T: TunDevice> EndpointTask<T> {
             wait_p50_ms: waits.quantile(0.5).map(ms),
             wait_p99_ms: waits.quantile(0.99).map(ms),
             wait_buckets: waits.nonzero_buckets(),
+            wait_buckets_by_end: WaitBucketsByEnd {
+                reordered: endpoint
+                    .waits_ended_by(WaitEnd::Reordered)
+                    .nonzero_buckets(),
+                repaired: endpoint.waits_ended_by(WaitEnd::Repaired).nonzero_buckets(),
+                given_up: endpoint.waits_ended_by(WaitEnd::GivenUp).nonzero_buckets(),
+            },
             in_order: stats.in_order,
             buffered: stats.buffered,
             passed: stats.passed,
