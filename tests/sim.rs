@@ -10,8 +10,8 @@ use std::collections::{BinaryHeap, VecDeque};
 use std::time::{Duration, Instant};
 
 use mptun_core::{
-    Endpoint, EndpointConfig, PacketBuf, PathChange, PathEstimate, PathId, PathState, ReorderStats,
-    TRAILER_LEN,
+    Endpoint, EndpointConfig, HoldHistogram, PacketBuf, PathChange, PathEstimate, PathId,
+    PathState, ReorderStats, WaitEnd, TRAILER_LEN,
 };
 use mptun_netem::model::{Direction, DirectionConfig};
 
@@ -1259,6 +1259,9 @@ struct Report {
     /// The same, of what waited after the data's first second, as the lab
     /// reports it.
     hold_p99_steady: Option<Duration>,
+    /// What waited after the data's first second, by what ended the wait
+    /// (in [`WaitEnd::ALL`]'s order).
+    waits_ended_steady: Vec<HoldHistogram>,
     /// Time from a cut to the path being marked down at A.
     down_after: Option<Duration>,
     /// Per path, when A first set it aside for its loss, counted from the
@@ -1429,6 +1432,7 @@ impl Sim {
         let mut next_trace = t0;
         // B's waits at the end of the data's first second.
         let mut first_second_waits = None;
+        let mut first_second_ended: Vec<HoldHistogram> = Vec::new();
         // B's waits and counters at SIM_TRACE's line before.
         let mut traced_waits = b.endpoint.waits().clone();
         let mut traced_stats = b.endpoint.reorder_stats();
@@ -1467,6 +1471,10 @@ impl Sim {
             now = next.max(now);
             if first_second_waits.is_none() && now >= data_from + Duration::from_secs(1) {
                 first_second_waits = Some(b.endpoint.waits().clone());
+                first_second_ended = WaitEnd::ALL
+                    .iter()
+                    .map(|&end| b.endpoint.waits_ended_by(end).clone())
+                    .collect();
             }
 
             while let Some(&(at, change)) = changes.peek() {
@@ -1659,6 +1667,11 @@ impl Sim {
         report.hold_p99_steady = first_second_waits
             .as_ref()
             .and_then(|earlier| b.endpoint.waits().since(earlier).quantile(0.99));
+        report.waits_ended_steady = WaitEnd::ALL
+            .iter()
+            .zip(&first_second_ended)
+            .map(|(&end, earlier)| b.endpoint.waits_ended_by(end).since(earlier))
+            .collect();
         let sent: Vec<u64> = (0..n)
             .map(|i| {
                 let s = a.endpoint.path_stats(PathId(i as u8));
@@ -3258,6 +3271,14 @@ fn sweep_row(
     .mbps(0.5, SECONDS);
     let spread_ms = scenario.delay_spread_ms();
     let hold_p99_ms = r.hold_p99_steady.map_or(0.0, |d| d.as_secs_f64() * 1e3);
+    // Which waits a hold p99 over the bar comes from: those over it, by
+    // what ended them.
+    let bar = Duration::from_secs_f64((spread_ms + 5.0) / 1e3);
+    let over_bar: Vec<u64> = r
+        .waits_ended_steady
+        .iter()
+        .map(|w| w.count() - w.count_below(bar))
+        .collect();
     let describe: Vec<String> = paths
         .iter()
         .map(|p| {
@@ -3271,7 +3292,7 @@ fn sweep_row(
         })
         .collect();
     eprintln!(
-        "#{number:2} {:50}{} mptun {mptun:6.1} best {best:6.1} sum {sum:6.1}  x best {:.2}  x WG-best {:.2}  of sum {:.2}  hold p99 {hold_p99_ms:.1} ms (spread {spread_ms:.1}){}  shares {:?}",
+        "#{number:2} {:50}{} mptun {mptun:6.1} best {best:6.1} sum {sum:6.1}  x best {:.2}  x WG-best {:.2}  of sum {:.2}  hold p99 {hold_p99_ms:.1} ms (spread {spread_ms:.1}){}  shares {:?}  over the bar: late/repaired/given up {:?}",
         describe.join(" "),
         if cc == Cc::Bbr { " bbr" } else { "" },
         mptun / best,
@@ -3279,6 +3300,7 @@ fn sweep_row(
         mptun / sum,
         if changes.is_empty() { "" } else { " cut" },
         r.shares.iter().map(|s| (s * 100.0).round()).collect::<Vec<_>>(),
+        over_bar,
     );
     SweepRow {
         mptun,

@@ -19,7 +19,7 @@ use crate::rtt::{tcp_request_rtt_ms, TOS_EF};
 use crate::scenario::Scenario;
 use crate::sites::{ping, Iperf, Site, SiteLayout, Sites, TcpResult, TUNNEL_B};
 use crate::wireguard;
-use mptun::status::{PathStatus, Status};
+use mptun::status::{PathStatus, ReorderStatus, Status};
 
 /// What `mptun lab` was asked to do.
 pub struct LabOptions {
@@ -171,6 +171,10 @@ pub struct MptunDetail {
     /// The 99th percentile without the flow's first second, when the
     /// inner flow ramps up and the paths' capacities are not measured yet.
     pub hold_p99_steady_ms: Option<f64>,
+    /// The waits after the flow's first second longer than the delay
+    /// spread + [`HOLD_MARGIN_MS`], by what ended them: where a hold p99
+    /// over that comes from.
+    pub hold_over_spread: Option<WaitsOver>,
     /// The configured paths' one-way delay spread, for comparison.
     pub delay_spread_ms: f64,
     /// Median ping RTT through the tunnel at idle, minus over the best path
@@ -232,7 +236,46 @@ const SAMPLE: Duration = Duration::from_millis(500);
 const STEADY_AFTER: Duration = Duration::from_secs(1);
 
 /// A hold histogram as `mptun show --json` gives it: (bucket, waits).
-type WaitBuckets = Vec<(u32, u64)>;
+/// How far above the delay spread the bar lets the hold p99 go.
+pub const HOLD_MARGIN_MS: f64 = 5.0;
+
+/// The waits between two of B's status reports longer than a limit, by
+/// what ended them (see `mptun_core::WaitEnd`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct WaitsOver {
+    pub limit_ms: f64,
+    /// Every wait between the two reports.
+    pub waits: u64,
+    /// Of those over the limit: its gap's own packet came, late.
+    pub reordered: u64,
+    /// A repair filled its gap.
+    pub repaired: u64,
+    /// Its gap was given up on.
+    pub given_up: u64,
+}
+
+impl WaitsOver {
+    fn between(start: &ReorderStatus, end: &ReorderStatus, limit_ms: f64) -> WaitsOver {
+        let limit = Duration::from_secs_f64(limit_ms.max(0.0) / 1000.0);
+        let over = |earlier: &[(u32, u64)], later: &[(u32, u64)]| {
+            let waits = waits_since(earlier, later);
+            waits.count() - waits.count_below(limit)
+        };
+        let (before, after) = (&start.wait_buckets_by_end, &end.wait_buckets_by_end);
+        WaitsOver {
+            limit_ms,
+            waits: waits_since(&start.wait_buckets, &end.wait_buckets).count(),
+            reordered: over(&before.reordered, &after.reordered),
+            repaired: over(&before.repaired, &after.repaired),
+            given_up: over(&before.given_up, &after.given_up),
+        }
+    }
+}
+
+/// The waits recorded between two snapshots of a histogram's buckets.
+fn waits_since(earlier: &[(u32, u64)], later: &[(u32, u64)]) -> HoldHistogram {
+    HoldHistogram::from_buckets(later).since(&HoldHistogram::from_buckets(earlier))
+}
 
 fn require_tools() -> anyhow::Result<()> {
     // SAFETY: geteuid has no preconditions.
@@ -717,8 +760,9 @@ struct Snapshots {
     a1: Status,
     b0: Status,
     b1: Status,
-    /// Site B's hold histogram [`STEADY_AFTER`] into the flow.
-    b_steady: Option<WaitBuckets>,
+    /// Site B's reorder status (its hold histograms) [`STEADY_AFTER`] into
+    /// the flow.
+    b_steady: Option<ReorderStatus>,
 }
 
 /// Round trips through the idle tunnel (and the best path alone), ms.
@@ -863,10 +907,12 @@ fn mptun_detail(
         hold_p50_ms: r1.wait_p50_ms,
         hold_p99_ms: r1.wait_p99_ms,
         hold_p99_steady_ms: b_steady.as_ref().and_then(|start| {
-            let all = HoldHistogram::from_buckets(&r1.wait_buckets);
-            let steady = all.since(&HoldHistogram::from_buckets(start));
+            let steady = waits_since(&start.wait_buckets, &r1.wait_buckets);
             steady.quantile(0.99).map(|d| d.as_secs_f64() * 1000.0)
         }),
+        hold_over_spread: b_steady
+            .as_ref()
+            .map(|start| WaitsOver::between(start, r1, delay_spread_ms + HOLD_MARGIN_MS)),
         delay_spread_ms,
         added_latency_ms: idle.tunnel_ping_ms - idle.best_path_ping_ms,
         tunnel_rtt_ms: idle.tunnel_ping_ms,
@@ -900,14 +946,14 @@ fn path_warnings(sites: &Sites) -> Vec<String> {
 struct Sampler {
     stop: Arc<AtomicBool>,
     series: Arc<Mutex<Vec<Vec<f64>>>>,
-    b_steady: Arc<Mutex<Option<WaitBuckets>>>,
+    b_steady: Arc<Mutex<Option<ReorderStatus>>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 /// What a [`Sampler`] collected.
 struct Sampled {
     path_series_mbps: Vec<Vec<f64>>,
-    b_steady: Option<WaitBuckets>,
+    b_steady: Option<ReorderStatus>,
 }
 
 /// Bytes the paths carry from A to B within [`FLOW_BEGUN_WITHIN`] by
@@ -1034,8 +1080,7 @@ impl Sampler {
                     let steady_at = began.map(|t| t + STEADY_AFTER);
                     if !steady_taken && steady_at.is_some_and(|t| Instant::now() >= t) {
                         if let Ok(s) = status_b() {
-                            *b_steady.lock().unwrap_or_else(|p| p.into_inner()) =
-                                Some(s.reorder.wait_buckets);
+                            *b_steady.lock().unwrap_or_else(|p| p.into_inner()) = Some(s.reorder);
                             steady_taken = true;
                         }
                     }
@@ -1550,6 +1595,18 @@ pub fn render(r: &LabReport) -> String {
         m.hold_p99_steady_ms.map_or("-".into(), |v| format!("{v:.2} ms")),
         m.delay_spread_ms
     );
+    if let Some(over) = &m.hold_over_spread {
+        let _ = writeln!(
+            o,
+            "mptun waits after the first second over {:.1} ms: {} of {}; their gap's own packet came late {}, a repair filled it {}, given up on {}",
+            over.limit_ms,
+            over.reordered + over.repaired + over.given_up,
+            over.waits,
+            over.reordered,
+            over.repaired,
+            over.given_up
+        );
+    }
     let _ = writeln!(
         o,
         "mptun added latency at idle: {:+.2} ms (median ping {:.2} ms through the tunnel, {:.2} ms over the best path)",
@@ -1589,7 +1646,44 @@ pub fn render(r: &LabReport) -> String {
 
 #[cfg(test)]
 mod tests {
+    use mptun::status::WaitBucketsByEnd;
+
     use super::*;
+
+    #[test]
+    fn waits_over_the_bar_count_by_what_ended_them_from_the_first_second_on() {
+        // Bucket i holds waits of i/4 to (i + 1)/4 ms.
+        let start = ReorderStatus {
+            wait_buckets: vec![(200, 5)],
+            wait_buckets_by_end: WaitBucketsByEnd {
+                reordered: vec![(200, 5)],
+                ..WaitBucketsByEnd::default()
+            },
+            ..ReorderStatus::default()
+        };
+        // Since: four more 50 ms waits a late packet ended, three of 1 ms,
+        // two 20 ms waits for a repair and one 40 ms one given up on.
+        let end = ReorderStatus {
+            wait_buckets: vec![(4, 3), (80, 2), (160, 1), (200, 9)],
+            wait_buckets_by_end: WaitBucketsByEnd {
+                reordered: vec![(4, 3), (200, 9)],
+                repaired: vec![(80, 2)],
+                given_up: vec![(160, 1)],
+            },
+            ..ReorderStatus::default()
+        };
+        let over = WaitsOver::between(&start, &end, 20.0 + HOLD_MARGIN_MS);
+        assert_eq!(
+            over,
+            WaitsOver {
+                limit_ms: 25.0,
+                waits: 10,
+                reordered: 4,
+                repaired: 0,
+                given_up: 1,
+            }
+        );
+    }
 
     #[test]
     fn the_flow_s_start_is_its_data_not_iperf3_s_launch() {

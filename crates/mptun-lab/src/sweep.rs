@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 use mptun_netem::model::SplitMix64;
 use serde::Serialize;
 
-use crate::run::{Failover, LabOptions, LabReport, MptunDetail, SystemResult};
+use crate::run::{Failover, LabOptions, LabReport, MptunDetail, SystemResult, HOLD_MARGIN_MS};
 use crate::scenario::{Event, PathSpec, Scenario};
 
 /// Seconds of each flow in a sweep.
@@ -220,7 +220,7 @@ impl SweepResult {
     /// spread plus 5 ms (a flow that held nothing is within).
     pub fn hold_within_spread(&self) -> bool {
         self.hold_p99_steady_ms
-            .is_none_or(|h| h <= self.delay_spread_ms + 5.0)
+            .is_none_or(|h| h <= self.delay_spread_ms + HOLD_MARGIN_MS)
     }
 }
 
