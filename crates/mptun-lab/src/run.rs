@@ -235,8 +235,8 @@ const SAMPLE: Duration = Duration::from_millis(500);
 /// How long after the flow's start its steady state is taken to begin.
 const STEADY_AFTER: Duration = Duration::from_secs(1);
 
-/// A hold histogram as `mptun show --json` gives it: (bucket, waits).
-/// How far above the delay spread the bar lets the hold p99 go.
+/// How far above the paths' delay spread a hold p99 after the flow's first
+/// second may go for the sweep to count the row within it.
 pub const HOLD_MARGIN_MS: f64 = 5.0;
 
 /// The waits between two of B's status reports longer than a limit, by
