@@ -3277,7 +3277,7 @@ fn sweep_row(
     let over_bar: Vec<u64> = r
         .waits_ended_steady
         .iter()
-        .map(|w| w.count() - w.count_below(bar))
+        .map(|w| w.count_above(bar))
         .collect();
     let describe: Vec<String> = paths
         .iter()

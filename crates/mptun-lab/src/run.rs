@@ -258,8 +258,7 @@ impl WaitsOver {
     fn between(start: &ReorderStatus, end: &ReorderStatus, limit_ms: f64) -> WaitsOver {
         let limit = Duration::from_secs_f64(limit_ms.max(0.0) / 1000.0);
         let over = |earlier: &[(u32, u64)], later: &[(u32, u64)]| {
-            let waits = waits_since(earlier, later);
-            waits.count() - waits.count_below(limit)
+            waits_since(earlier, later).count_above(limit)
         };
         let (before, after) = (&start.wait_buckets_by_end, &end.wait_buckets_by_end);
         WaitsOver {

@@ -47,6 +47,12 @@ impl HoldHistogram {
         self.buckets[..whole.min(HOLD_BUCKETS)].iter().sum()
     }
 
+    /// Return how many waits were longer than `bound`: those
+    /// [`count_below`](Self::count_below) leaves out.
+    pub fn count_above(&self, bound: Duration) -> u64 {
+        self.count() - self.count_below(bound)
+    }
+
     /// Rebuild a histogram from [`nonzero_buckets`](Self::nonzero_buckets);
     /// buckets out of range count in the last one.
     pub fn from_buckets(buckets: &[(u32, u64)]) -> Self {
