@@ -7,7 +7,7 @@ use crate::buf::{BufPool, PacketBuf};
 use crate::equalize::{DelayLine, DscpSet, Release};
 use crate::parity::{ParityDecoder, ParityEncoder};
 use crate::path::train::TRAIN_PACKET_LEN;
-use crate::path::{PathEstimate, PathEvent, PathId, PathSet, PathState};
+use crate::path::{Path, PathEstimate, PathEvent, PathId, PathSet, PathState};
 use crate::paths::{repair_past_due, PathTable, HOLD_FLOOR, REPAIR_PATIENCE_MARGIN};
 use crate::reorder::{Arrival, HoldHistogram, ReorderBuffer, ReorderConfig, ReorderStats, WaitEnd};
 use crate::scheduler::{Policy, Scheduler};
@@ -824,7 +824,7 @@ impl Endpoint {
             self.stats.nacks_for_old_run += 1;
             return;
         }
-        self.resend(now, nack.seqs());
+        self.resend(now, nack.seqs(), ResendBy::PeerWait);
     }
 
     /// `path` was just marked down: resend what went on it since the
@@ -838,12 +838,12 @@ impl Endpoint {
             return;
         };
         let lost = self.sent.lost_with(path, since_us as u32);
-        self.resend(now, lost);
+        self.resend(now, lost, ResendBy::AnyRoom);
     }
 
     /// Resend the packets numbered `seqs` that are in the log and were not
-    /// resent already.
-    fn resend(&mut self, now: Instant, seqs: impl IntoIterator<Item = Seq>) {
+    /// resent already, if they come by `by`.
+    fn resend(&mut self, now: Instant, seqs: impl IntoIterator<Item = Seq>, by: ResendBy) {
         let delivering = self.paths.still_delivering(now);
         let usable = self.paths.usable();
         let now_us = self.paths.micros(now) as u32;
@@ -898,29 +898,30 @@ impl Endpoint {
             let len = copy.len();
             // On a clean path if one brings it in time, else on any; a
             // repair that comes late there goes the soonest way with room,
-            // on a clean path first.
+            // on a clean path first; one that comes later still, only if
+            // `by` lets it.
             let clean = self.paths.usable_for_repair(lost_on);
             let waited_us = in_time_us.unwrap_or(f64::INFINITY);
             let paths = self.paths.as_mut_slice();
-            let soonest_in_time = self
-                .scheduler
-                .pick_soonest(paths, now, len, clean)
-                .and_then(in_time)
-                .or_else(|| {
-                    self.scheduler
-                        .pick_soonest(paths, now, len, usable)
-                        .and_then(in_time)
-                });
-            let Some((path, arrival)) = soonest_in_time.and_then(|pick| {
-                of_use(pick).or_else(|| {
-                    self.scheduler
-                        .pick_soonest_with_room(paths, now, len, clean, waited_us)
-                        .or_else(|| {
-                            self.scheduler
-                                .pick_soonest_with_room(paths, now, len, usable, waited_us)
-                        })
+            let scheduler = &self.scheduler;
+            let soonest = |paths: &mut [Path], among| {
+                scheduler
+                    .pick_soonest(paths, now, len, among)
+                    .and_then(in_time)
+            };
+            let with_room = |paths: &mut [Path], by_us| {
+                scheduler
+                    .pick_soonest_with_room(paths, now, len, clean, by_us)
+                    .or_else(|| scheduler.pick_soonest_with_room(paths, now, len, usable, by_us))
+            };
+            let soonest_in_time = soonest(paths, clean).or_else(|| soonest(paths, usable));
+            let Some((path, arrival)) = soonest_in_time
+                .and_then(|pick| of_use(pick).or_else(|| with_room(paths, waited_us)))
+                .or_else(|| match by {
+                    ResendBy::PeerWait => None,
+                    ResendBy::AnyRoom => with_room(paths, f64::INFINITY),
                 })
-            }) else {
+            else {
                 self.stats.repairs_too_late += 1;
                 self.pool.put(copy);
                 continue;
@@ -1060,6 +1061,20 @@ impl Endpoint {
             encoder.set_run(self.paths.parity_run(now, PathId(i as u8)));
         }
     }
+}
+
+/// How late a resend may arrive and still be sent.
+#[derive(Clone, Copy)]
+enum ResendBy {
+    /// The peer asked for it: while it waits for it, or within what the
+    /// flow reads as reordering, or else on a path with room by then.
+    PeerWait,
+    /// A dead path took it: on whichever path has room for it, however
+    /// late. The inner flow has to have it anyway, and its own
+    /// retransmission of hundreds of segments takes round trips; Linux,
+    /// whose retransmission timeout fires while the other paths still
+    /// deliver, can take one segment per timeout for seconds.
+    AnyRoom,
 }
 
 /// How a data packet is sent: when first (µs on our clock), whether the

@@ -104,11 +104,14 @@ impl SentLog {
 
     /// Return, oldest first, the packets whose latest copy went on `path`
     /// at or after `since_us` (within the last half hour of the clock) and
-    /// whose loss the peer cannot see, and let each be resent once more:
-    /// that path died and took them with it. The peer sees a gap once a
-    /// packet numbered after it arrives, and asks for it; what went after
-    /// the newest packet sent on another path, and the repairs the path
-    /// took (asked for already), it waits for in vain.
+    /// that the peer cannot see it misses or asked for already, and let
+    /// each be resent once more: that path died and took them with it. The
+    /// peer sees a gap once a packet numbered after it arrives, and asks
+    /// for it; what went after the newest packet sent on another path, and
+    /// the repairs the path took, it waits for in vain. What it asked for
+    /// while the path was not known dead either went there again or was
+    /// not sent at all (too late then): its latest copy is still there, and
+    /// it is not asked for twice.
     pub fn lost_with(&mut self, path: PathId, since_us: u32) -> Vec<Seq> {
         let newest_elsewhere = self
             .slots
@@ -123,7 +126,7 @@ impl SentLog {
             let after = at_us.wrapping_sub(since_us) < 1 << 31;
             let unseen =
                 slot.path != path || newest_elsewhere.is_none_or(|n| n.is_before(slot.seq));
-            if on == path && after && unseen && !slot.packet.is_empty() {
+            if on == path && after && (unseen || slot.resent) && !slot.packet.is_empty() {
                 slot.resent = false;
                 lost.push(slot.seq);
             }
@@ -178,6 +181,18 @@ mod tests {
         );
         assert!(log.take_for_resend(Seq(1)).is_some(), "resent once more");
         assert_eq!(log.take_for_resend(Seq(1)), None);
+        // 2 was asked for meanwhile, and its repair went nowhere (too late
+        // then) or on path 0 again: once path 0 is down it goes once more.
+        let mut log = SentLog::new(16);
+        for n in 0..8u32 {
+            let path = if n < 5 { n as u8 % 2 } else { 0 };
+            log.record(Seq(n), PathId(path), n * 10, &[n as u8; 3]);
+        }
+        assert!(log.take_for_resend(Seq(2)).is_some());
+        assert_eq!(
+            log.lost_with(PathId(0), 20),
+            vec![Seq(2), Seq(4), Seq(5), Seq(6), Seq(7)]
+        );
         // The clock wraps: µs just before the wrap are before those after.
         let mut log = SentLog::new(4);
         log.record(Seq(7), PathId(2), u32::MAX - 5, &[7]);

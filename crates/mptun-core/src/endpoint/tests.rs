@@ -432,15 +432,19 @@ fn a_set_aside_path_back_from_down_says_it_stays_set_aside() {
     assert_eq!(pair.a.state(PathId(1)), PathState::SetAside);
 }
 
+/// Set A's `path` aside at `at` for a 2% loss.
+fn set_aside_for_loss(pair: &mut Pair, path: PathId, at: Instant) {
+    let path = pair.a.paths.path_mut(path);
+    path.delivery.set_loss(0.02);
+    path.liveness.set_aside(at);
+    path.liveness.set(PathState::SetAside);
+}
+
 /// Run `pair` 1 s, set path 0 aside for a 2% loss beside the clean path
 /// 1, and clear the events.
 fn set_path_0_aside(pair: &mut Pair) {
     pair.run(0, 1000);
-    let at = pair.at(1000);
-    let path = pair.a.paths.path_mut(PathId(0));
-    path.delivery.set_loss(0.02);
-    path.liveness.set_aside(at);
-    path.liveness.set(PathState::SetAside);
+    set_aside_for_loss(pair, PathId(0), pair.at(1000));
     while pair.a.poll_event().is_some() {}
     assert_eq!(pair.a.usable(), PathSet(0b10));
 }
@@ -783,6 +787,68 @@ fn what_a_nack_asks_for_and_is_not_resent_is_counted_by_why() {
     assert_eq!(
         (pair.a.stats().repairs_gone, pair.a.stats().repairs_too_late),
         (1, 1)
+    );
+}
+
+#[test]
+fn what_a_dead_path_took_and_was_asked_for_too_late_goes_once_it_is_down() {
+    // Lab sweep seed 10531, #17: the big clean path (0) is cut while the
+    // lossy one (2) is set aside. B asks for what path 0 took; the small
+    // clean path (1) is queued so deep that no repair would come before B
+    // stopped waiting, and none is sent. Once path 0 is down, path 2 is
+    // back: what B asked for goes there, however late, as long as it has
+    // room. Linux's own retransmission of it, while another path still
+    // delivers, took one segment per retransmission timeout for seconds.
+    let mut pair = Pair::new(&[5, 30, 40]);
+    pair.run(0, 1000);
+    let now = pair.at(1000);
+    set_aside_for_loss(&mut pair, PathId(2), now);
+    let lost: Vec<Seq> = (0..20)
+        .map(|_| {
+            let (path, trailer) = pair.send(now, 1400).unwrap();
+            assert_eq!(path, PathId(0));
+            trailer.seq
+        })
+        .collect();
+    // The next packet goes on path 1, so B sees the gap and asks.
+    pair.a
+        .paths
+        .path_mut(PathId(0))
+        .add_to_queue(now, 10_000_000);
+    assert_eq!(pair.send(now, 1400).unwrap().0, PathId(1));
+    pair.a.paths.path_mut(PathId(0)).queue.clear();
+    pair.a
+        .paths
+        .path_mut(PathId(1))
+        .add_to_queue(now, 50_000_000);
+    // Path 0's echoes are late already: no data goes there.
+    pair.delays[0] = None;
+    pair.a.paths.path_mut(PathId(0)).liveness.mark_echo_late();
+    pair.a
+        .handle_datagrams(now, PathId(1), &mut vec![nack(EPOCH_A, &lost)]);
+    pair.flush(true, now);
+    assert_eq!(pair.a.stats().repairs_too_late, 20);
+    let sent_before = pair.sent.len();
+    // Path 1 stays queued as deep as it held lately; path 2's queue is
+    // deeper than a repair asked for now may wait, and has room.
+    let down_at = pair.first_down(Side::A, PathId(0), 1000..2000, |pair, now| {
+        for (path, queued_us, held_us) in [(1, 2e6, 2e6), (2, 2e5, 4e5)] {
+            let p = pair.a.paths.path_mut(PathId(path));
+            p.queue_limit.met(now, held_us);
+            let short_us = queued_us - p.model_queue_us(now);
+            if short_us > 0.0 {
+                p.add_to_queue(now, (short_us * p.rate()) as usize);
+            }
+        }
+    });
+    assert!(down_at.is_some(), "never marked down");
+    let resent: Vec<(PathId, Seq)> = pair.sent[sent_before..]
+        .iter()
+        .map(|(path, t)| (*path, t.seq))
+        .collect();
+    assert_eq!(
+        resent,
+        lost.iter().map(|&seq| (PathId(2), seq)).collect::<Vec<_>>()
     );
 }
 
