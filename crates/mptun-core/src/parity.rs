@@ -23,9 +23,13 @@ pub const PARITY_MIN_RUN: u16 = 4;
 pub const UNKNOWN_LOSS_RUN: u16 = 16;
 /// Longest run.
 pub const PARITY_MAX_RUN: u16 = 32;
-/// Expected losses per run the run's length is chosen for: two in one run
-/// are one in `2 / LOSSES_PER_RUN` runs or so.
-const LOSSES_PER_RUN: f64 = 0.2;
+/// Expected losses per run the run's length is chosen for: about as large
+/// a share of the losses falls beside another of its run and is left to a
+/// repair, which holds everything behind it, on every path, for a round
+/// trip. A tenth costs the path a parity per tenth of a loss, about ten
+/// times its loss, and loses less to those waits than a fifth, at half
+/// the parity.
+const LOSSES_PER_RUN: f64 = 0.1;
 /// How long after its first packet a run is closed with what it has: a
 /// loss in it is rebuilt that much later at most, rather than repaired.
 pub const PARITY_FLUSH: Duration = Duration::from_millis(10);
@@ -395,11 +399,11 @@ mod tests {
         assert_eq!(run_for_loss(0.001, 0.002), None);
         assert_eq!(run_for_loss(f64::NAN, 0.002), None);
         assert_eq!(run_for_loss(0.003, 0.002), Some(PARITY_MAX_RUN));
-        assert_eq!(run_for_loss(0.01, 0.002), Some(19));
-        assert_eq!(run_for_loss(0.03, 0.002), Some(5));
-        assert_eq!(run_for_loss(0.2, 0.002), Some(PARITY_MIN_RUN));
-        // 1% in runs of 19: about a sixth of it left.
-        let r = residual_loss(0.01, 19);
-        assert!((0.0016..0.0018).contains(&r), "{r}");
+        assert_eq!(run_for_loss(0.01, 0.002), Some(9));
+        assert_eq!(run_for_loss(0.015, 0.002), Some(5));
+        assert_eq!(run_for_loss(0.03, 0.002), Some(PARITY_MIN_RUN));
+        // 1% in runs of 9: under a tenth of it left.
+        let r = residual_loss(0.01, 9);
+        assert!((0.0008..0.0009).contains(&r), "{r}");
     }
 }
