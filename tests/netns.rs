@@ -874,6 +874,28 @@ fn sample(samples: &[String], name_and_labels: &str) -> f64 {
         .unwrap_or_else(|| panic!("no {name_and_labels} in {samples:#?}"))
 }
 
+/// Check the hold-time histogram `name{labels}` in parsed samples, bucket
+/// by bucket up to +Inf against its count; return the count.
+fn hold_histogram(samples: &[String], name: &str, labels: &str) -> f64 {
+    let mut below = 0.0;
+    for le in [
+        "0.001", "0.002", "0.005", "0.01", "0.02", "0.05", "0.1", "0.2", "+Inf",
+    ] {
+        let n = sample(samples, &format!("{name}_bucket{{{labels},le={le}}}"));
+        assert!(
+            n >= below,
+            "{name}{{{labels}}}: bucket le={le} below the one before"
+        );
+        below = n;
+    }
+    let count = sample(samples, &format!("{name}_count{{{labels}}}"));
+    assert_eq!(
+        below, count,
+        "{name}{{{labels}}}: +Inf bucket against the count"
+    );
+    count
+}
+
 /// `metrics-listen`: the endpoint serves OpenMetrics that the reference
 /// parser takes, and each path's byte counters rise with traffic.
 #[test]
@@ -943,20 +965,24 @@ fn metrics_are_openmetrics_and_count_the_traffic() {
     // B receives the striped data: its reorder buffer held some of it, and
     // the hold-time histogram counts them, bucket by bucket up to +Inf.
     let iface = "interface=mptun0";
-    let held = sample(&b, &format!("mptun_reorder_hold_seconds_count{{{iface}}}"));
+    let held = hold_histogram(&b, "mptun_reorder_hold_seconds", iface);
     assert!(held > 0.0, "B held nothing of a striped flow");
-    let mut below = 0.0;
-    for le in [
-        "0.001", "0.002", "0.005", "0.01", "0.02", "0.05", "0.1", "0.2", "+Inf",
-    ] {
-        let n = sample(
+    // The same waits by what ended each: every wait counted once.
+    let by_end: f64 = [
+        "ended_by=given_up",
+        "ended_by=reordered",
+        "ended_by=repaired",
+    ]
+    .iter()
+    .map(|end| {
+        hold_histogram(
             &b,
-            &format!("mptun_reorder_hold_seconds_bucket{{{iface},le={le}}}"),
-        );
-        assert!(n >= below, "bucket le={le} below the one before");
-        below = n;
-    }
-    assert_eq!(below, held, "+Inf bucket against the count");
+            "mptun_reorder_hold_by_end_seconds",
+            &format!("{end},{iface}"),
+        )
+    })
+    .sum();
+    assert_eq!(by_end, held, "waits by what ended them against all waits");
     // How long TCP segments are held to the farthest path's delay, and
     // how many were: the paths' delays are measured by now.
     let tcp_hold = sample(&b, &format!("mptun_tcp_hold_seconds{{{iface}}}"));

@@ -146,6 +146,34 @@ impl Families {
         }
     }
 
+    /// The samples of a hold-time histogram, cumulative, over the core's
+    /// 0.25 ms `buckets` (see `ReorderStatus::wait_buckets`) folded into a
+    /// few bounds an operator would chart.
+    fn hold_histogram(&mut self, name: &str, labels: &str, buckets: &[(u32, u64)]) {
+        let histogram = mptun_core::HoldHistogram::from_buckets(buckets);
+        let mut sum = 0.0;
+        for &(bucket, n) in buckets {
+            // A bucket's middle stands for its waits.
+            sum += (f64::from(bucket) + 0.5) * 250e-6 * n as f64;
+        }
+        for bound in [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2] {
+            let below = histogram.count_below(std::time::Duration::from_secs_f64(bound));
+            self.sample(
+                &format!("{name}_bucket"),
+                &format!("{labels},le=\"{bound}\""),
+                below as f64,
+            );
+        }
+        let count = histogram.count() as f64;
+        self.sample(
+            &format!("{name}_bucket"),
+            &format!("{labels},le=\"+Inf\""),
+            count,
+        );
+        self.sample(&format!("{name}_count"), labels, count);
+        self.sample(&format!("{name}_sum"), labels, sum);
+    }
+
     fn gauge(&mut self, name: &str, unit: Option<&str>, help: &str, samples: &[(String, f64)]) {
         self.family(name, "gauge", unit, help);
         for (labels, value) in samples {
@@ -523,35 +551,30 @@ pub fn render(s: &Status) -> String {
         &tcp_hold,
     );
 
-    // The hold-time histogram, cumulative, over the core's 0.25 ms buckets
-    // folded into a few bounds an operator would chart.
     f.family(
         "mptun_reorder_hold_seconds",
         "histogram",
         Some("seconds"),
         "How long held packets waited in the reorder buffer.",
     );
-    let histogram = mptun_core::HoldHistogram::from_buckets(&r.wait_buckets);
-    let mut sum = 0.0;
-    for &(bucket, n) in &r.wait_buckets {
-        // A bucket's middle stands for its waits.
-        sum += (f64::from(bucket) + 0.5) * 250e-6 * n as f64;
-    }
-    for bound in [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2] {
-        let below = histogram.count_below(std::time::Duration::from_secs_f64(bound));
-        f.sample(
-            "mptun_reorder_hold_seconds_bucket",
-            &format!("{iface},le=\"{bound}\""),
-            below as f64,
-        );
-    }
-    f.sample(
-        "mptun_reorder_hold_seconds_bucket",
-        &format!("{iface},le=\"+Inf\""),
-        r.waited as f64,
+    f.hold_histogram("mptun_reorder_hold_seconds", &iface, &r.wait_buckets);
+    // Apart from the total, which would count each wait twice in a sum
+    // over the label.
+    f.family(
+        "mptun_reorder_hold_by_end_seconds",
+        "histogram",
+        Some("seconds"),
+        "How long held packets waited, by what became of the gap they waited for: its own packet came late (reordered), a repair filled it (repaired), or it was given up on (given_up).",
     );
-    f.sample("mptun_reorder_hold_seconds_count", &iface, r.waited as f64);
-    f.sample("mptun_reorder_hold_seconds_sum", &iface, sum);
+    let by_end = &r.wait_buckets_by_end;
+    for (end, buckets) in [
+        ("reordered", &by_end.reordered),
+        ("repaired", &by_end.repaired),
+        ("given_up", &by_end.given_up),
+    ] {
+        let labels = format!("{iface},ended_by=\"{end}\"");
+        f.hold_histogram("mptun_reorder_hold_by_end_seconds", &labels, buckets);
+    }
     f.out.push_str("# EOF\n");
     f.out
 }
