@@ -151,11 +151,6 @@ impl Families {
     /// few bounds an operator would chart.
     fn hold_histogram(&mut self, name: &str, labels: &str, buckets: &[(u32, u64)]) {
         let histogram = mptun_core::HoldHistogram::from_buckets(buckets);
-        let mut sum = 0.0;
-        for &(bucket, n) in buckets {
-            // A bucket's middle stands for its waits.
-            sum += (f64::from(bucket) + 0.5) * 250e-6 * n as f64;
-        }
         for bound in [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2] {
             let below = histogram.count_below(std::time::Duration::from_secs_f64(bound));
             self.sample(
@@ -171,7 +166,11 @@ impl Families {
             count,
         );
         self.sample(&format!("{name}_count"), labels, count);
-        self.sample(&format!("{name}_sum"), labels, sum);
+        self.sample(
+            &format!("{name}_sum"),
+            labels,
+            histogram.sum().as_secs_f64(),
+        );
     }
 
     fn gauge(&mut self, name: &str, unit: Option<&str>, help: &str, samples: &[(String, f64)]) {

@@ -82,6 +82,16 @@ impl HoldHistogram {
         self.buckets.iter().sum()
     }
 
+    /// Return the recorded waits added up, each taken at the middle of its
+    /// bucket.
+    pub fn sum(&self) -> Duration {
+        let us: u64 = (0..)
+            .zip(&self.buckets)
+            .map(|(i, &n)| n.saturating_mul(i * HOLD_BUCKET_US + HOLD_BUCKET_US / 2))
+            .fold(0, u64::saturating_add);
+        Duration::from_micros(us)
+    }
+
     /// Return the wait that fraction `q` (0 to 1) of the recorded waits did
     /// not exceed, to the bucket's upper edge; `None` if nothing waited.
     pub fn quantile(&self, q: f64) -> Option<Duration> {

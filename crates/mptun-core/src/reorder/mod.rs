@@ -1481,6 +1481,8 @@ mod tests {
         assert_eq!(waits.count(), 2);
         assert_eq!(waits.quantile(0.5), Some(Duration::from_micros(3250)));
         assert_eq!(waits.quantile(0.99), Some(Duration::from_micros(20250)));
+        // Each at its bucket's middle: 3.125 and 20.125 ms.
+        assert_eq!(waits.sum(), Duration::from_micros(23250));
     }
 
     #[test]
