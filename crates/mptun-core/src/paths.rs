@@ -74,11 +74,16 @@ pub(crate) const REPAIR_PATIENCE_MARGIN: Duration = Duration::from_millis(5);
 /// because a repair handed out late costs Linux a window cut that it
 /// undoes, from the D-SACK, only a round trip later.
 const REPAIR_PAST_DUE_SHARE: u32 = 4;
-/// Part of the capacity a path whose repairs come too late must have to be
-/// judged by the losses its parities leave (see [`PathTable::judge_loss`]),
-/// and a path whose repairs come in time to carry parity in its
-/// [`FIRST_FLIGHTS`] (see [`PathTable::parity_run`]).
-const PARITY_KEEPS_SHARE: f64 = 1.0 / 3.0;
+/// Part of the capacity a lossy path must have to be judged by the losses
+/// its parities leave rather than by all it loses (see
+/// [`PathTable::judge_loss`]). A smaller one adds less than a third to the
+/// other paths, and the few late repairs a second its parities leave each
+/// cost a loss-based flow a window cut; set aside, a bigger one takes more
+/// from the flow than those cuts do.
+const JUDGED_BY_PARITY_SHARE: f64 = 0.25;
+/// Part of the capacity a path whose repairs come in time must have to
+/// carry parity in its [`FIRST_FLIGHTS`] (see [`PathTable::parity_run`]).
+const FIRST_FLIGHTS_PARITY_SHARE: f64 = 1.0 / 3.0;
 /// Share of the other usable paths' capacity together below which a
 /// path carries no TCP (see [`PathTable::tcp_paths`]).
 const TCP_SMALL_SHARE: f64 = 0.1;
@@ -468,7 +473,7 @@ impl PathTable {
     /// queue's drops, over every span), a path gets
     /// [`parity::UNKNOWN_LOSS_RUN`] where its repairs would come late, and
     /// where they would come in time, in its [`FIRST_FLIGHTS`] if it has
-    /// [`PARITY_KEEPS_SHARE`] of the capacity. A flow's first flights are
+    /// [`FIRST_FLIGHTS_PARITY_SHARE`] of the capacity. A flow's first flights are
     /// where it learns its loss, and a loss there ends slow start at a
     /// small window: a late repair holds what follows long enough for
     /// HyStart to read a full pipe, and slow start's queues make even a
@@ -484,7 +489,7 @@ impl PathTable {
             let first_flights = p.busy(now)
                 && p.busy_since
                     .is_some_and(|t| now.saturating_duration_since(t) < FIRST_FLIGHTS)
-                && self.capacity_share(path.index()) >= PARITY_KEEPS_SHARE;
+                && self.capacity_share(path.index()) >= FIRST_FLIGHTS_PARITY_SHARE;
             return (first_flights || !self.repairs_in_time(now, path.index()))
                 .then_some(parity::UNKNOWN_LOSS_RUN);
         }
@@ -713,7 +718,7 @@ impl PathTable {
     /// with enough of the capacity to be worth them.
     fn left_to_repairs(&self, i: usize, loss: f64, run: Option<u16>) -> f64 {
         match run {
-            Some(run) if self.capacity_share(i) >= PARITY_KEEPS_SHARE => {
+            Some(run) if self.capacity_share(i) >= JUDGED_BY_PARITY_SHARE => {
                 parity::residual_loss(loss, run)
             }
             _ => loss,
