@@ -78,8 +78,8 @@ const REPAIR_PAST_DUE_SHARE: u32 = 4;
 /// its parities leave rather than by all it loses (see
 /// [`PathTable::judge_loss`]). A smaller one adds less than a third to the
 /// other paths, and the few late repairs a second its parities leave each
-/// cost a loss-based flow a window cut; set aside, a bigger one takes more
-/// from the flow than those cuts do.
+/// cost a loss-based flow a window cut; a bigger one set aside costs the
+/// flow more than those cuts.
 const JUDGED_BY_PARITY_SHARE: f64 = 0.25;
 /// Part of the capacity a path whose repairs come in time must have to
 /// carry parity in its [`FIRST_FLIGHTS`] (see [`PathTable::parity_run`]).
@@ -473,12 +473,12 @@ impl PathTable {
     /// queue's drops, over every span), a path gets
     /// [`parity::UNKNOWN_LOSS_RUN`] where its repairs would come late, and
     /// where they would come in time, in its [`FIRST_FLIGHTS`] if it has
-    /// [`FIRST_FLIGHTS_PARITY_SHARE`] of the capacity. A flow's first flights are
-    /// where it learns its loss, and a loss there ends slow start at a
-    /// small window: a late repair holds what follows long enough for
-    /// HyStart to read a full pipe, and slow start's queues make even a
-    /// near path's repairs late. On a smaller path the parity costs the
-    /// flow more than its losses there would.
+    /// [`FIRST_FLIGHTS_PARITY_SHARE`] of the capacity. A flow's first
+    /// flights are where it learns its loss, and a loss there ends slow
+    /// start at a small window: a late repair holds what follows long
+    /// enough for HyStart to read a full pipe, and slow start's queues make
+    /// even a near path's repairs late. On a smaller path the parity costs
+    /// the flow more than its losses there would.
     pub fn parity_run(&self, now: Instant, path: PathId) -> Option<u16> {
         let p = self.get(path)?;
         if !loss_known(p) {
