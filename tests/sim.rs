@@ -2854,11 +2854,11 @@ fn a_big_path_losing_a_few_per_thousand_beyond_repair_carries_what_its_parity_re
 #[test]
 fn a_near_lossy_path_with_a_quarter_of_the_capacity_carries_what_its_parity_rebuilds() {
     // Lab sweep seed 10741, #13: the nearest path, 113 Mbit/s of 400,
-    // loses 1.3%, and its parity after every 6 packets leaves a tenth of
-    // that to the repairs. Judged by its whole loss, it was set aside in
-    // slow start once the queue there put its repairs a millisecond past
-    // what the flow takes for reordering, and carried 2% of the bytes:
-    // 171-220 Mbit/s in the lab, 228-281 with it.
+    // loses 1.3%, and its parity after every 6 packets leaves under a
+    // tenth of that (0.1%) to the repairs. Judged by its whole loss, it was
+    // set aside in slow start once the queue there put its repairs a
+    // millisecond past what the flow takes for reordering, and carried 2%
+    // of the bytes: 171-220 Mbit/s in the lab, 228-281 with it.
     let paths = [
         spec(113.0, 29.5, 1.0, 0.013),
         spec(158.0, 76.0, 0.0, 0.0),
