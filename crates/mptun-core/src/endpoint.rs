@@ -1005,7 +1005,8 @@ impl Endpoint {
         stats.tx_packets += 1;
         stats.tx_bytes += buf.len() as u64;
         append_trailer(&mut buf, trailer);
-        let run_done = self.parity_out[path.index()].add(now, trailer.path_seq, buf.packet());
+        let full = self.paths.full(now, path);
+        let run_done = self.parity_out[path.index()].add(now, trailer.path_seq, buf.packet(), full);
         self.outgoing[path.index()].push_back(buf);
         if run_done {
             self.queue_parity(now, path);

@@ -10,6 +10,8 @@
 //! comes right behind its run, a packet's time or two, for a share of the
 //! path of one packet in the run's length. Two losses in one run are left
 //! to the repairs, as are losses at a full queue, which come in bursts.
+//! While the path's queue is full, runs grow to the longest: there a
+//! parity takes a data packet's place.
 
 use std::time::{Duration, Instant};
 
@@ -83,8 +85,13 @@ impl ParityEncoder {
     /// Add the `plaintext` (trailer included) of the packet sent as
     /// `path_seq` on the path at `now`; return whether its run is complete,
     /// and its parity to be taken with [`write_half`](Self::write_half)
-    /// (both halves) before the next packet is added.
-    pub fn add(&mut self, now: Instant, path_seq: Seq, plaintext: &[u8]) -> bool {
+    /// (both halves) before the next packet is added. While the path is
+    /// `full`, a run goes on to [`PARITY_MAX_RUN`] packets: a parity there
+    /// takes the place of a data packet, and a flow that keeps the path
+    /// full is one that does not back off at its losses (BBR, or CUBIC
+    /// about to overflow the queue anyway), so a loss left to a repair
+    /// costs it less.
+    pub fn add(&mut self, now: Instant, path_seq: Seq, plaintext: &[u8], full: bool) -> bool {
         if self.run == 0 {
             return false;
         }
@@ -107,7 +114,7 @@ impl ParityEncoder {
         }
         self.len_xor ^= plaintext.len() as u16;
         self.count += 1;
-        self.count >= self.run
+        self.count >= self.run && !(full && self.count < PARITY_MAX_RUN)
     }
 
     /// Write half `half` (0 or 1) of the completed run's parity into `buf`
@@ -292,11 +299,21 @@ mod tests {
     /// Run `packets` through an encoder of run `run`; return the parity
     /// halves, as sent.
     fn encode(run: u16, first: u32, packets: &[Vec<u8>]) -> Vec<Vec<u8>> {
+        encode_on(run, first, packets, |_| false)
+    }
+
+    /// The same, on a path that is full as `full` says at each packet.
+    fn encode_on(
+        run: u16,
+        first: u32,
+        packets: &[Vec<u8>],
+        full: impl Fn(usize) -> bool,
+    ) -> Vec<Vec<u8>> {
         let mut enc = ParityEncoder::default();
         enc.set_run(Some(run));
         let mut halves = Vec::new();
         for (i, p) in packets.iter().enumerate() {
-            if enc.add(t0(), Seq(first.wrapping_add(i as u32)), p) {
+            if enc.add(t0(), Seq(first.wrapping_add(i as u32)), p, full(i)) {
                 for half in 0..2 {
                     let mut buf = vec![0; enc.half_len()];
                     let len = enc.write_half(half, &mut buf);
@@ -344,6 +361,37 @@ mod tests {
         for lost in 0..packets.len() {
             assert_eq!(
                 decode(first, &packets, &[lost], &halves),
+                vec![packets[lost].clone()]
+            );
+        }
+    }
+
+    #[test]
+    fn a_full_path_s_run_goes_on_to_the_longest_and_ends_once_it_has_room() {
+        let packets: Vec<Vec<u8>> = (0..80).map(|i| packet(i, 200)).collect();
+        let counts = |halves: Vec<Vec<u8>>| -> Vec<u16> {
+            halves
+                .iter()
+                .step_by(2)
+                .map(|h| Parity::decode(h).unwrap().count)
+                .collect()
+        };
+        assert_eq!(counts(encode_on(8, 0, &packets, |_| false)), vec![8; 10]);
+        assert_eq!(
+            counts(encode_on(8, 0, &packets, |_| true)),
+            vec![PARITY_MAX_RUN, PARITY_MAX_RUN]
+        );
+        // Full for its first 40 packets: the second run ends at the first
+        // packet past its length with room.
+        assert_eq!(
+            counts(encode_on(8, 0, &packets, |i| i < 40)),
+            vec![PARITY_MAX_RUN, 9, 8, 8, 8, 8]
+        );
+        // Every packet of a stretched run is rebuilt from its parity.
+        let halves = encode_on(8, 0, &packets[..32], |_| true);
+        for lost in [0, 17, 31] {
+            assert_eq!(
+                decode(0, &packets[..32], &[lost], &halves),
                 vec![packets[lost].clone()]
             );
         }

@@ -510,6 +510,14 @@ impl PathTable {
         }
     }
 
+    /// Return whether `path`'s queue is at `now` as deep as when it
+    /// overflowed.
+    pub fn full(&mut self, now: Instant, path: PathId) -> bool {
+        self.paths
+            .get_mut(path.index())
+            .is_some_and(|p| p.full(now))
+    }
+
     /// Account for a parity half of `len` bytes sent on `path` at `now`.
     pub fn charge_parity(&mut self, now: Instant, path: PathId, len: usize) {
         if let Some(p) = self.paths.get_mut(path.index()) {
