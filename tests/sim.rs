@@ -3573,8 +3573,8 @@ fn a_far_lossy_path_s_first_losses_do_not_end_slow_start() {
 fn a_bbr_flow_filling_a_lossy_path_is_not_crowded_out_by_its_parity() {
     // Lab sweep seed 10853 #28: BBR over 112 Mbit/s at 47 ms losing 1.1%,
     // beside 8 at 64.5. BBR does not back off at the random losses and
-    // keeps the big path's queue full; a parity after every 8 packets
-    // there took the place of an eighth of the flow's data.
+    // keeps the big path's queue full, where a parity after every few
+    // packets (every 4.3 in the lab) took the place of the flow's data.
     let paths = [spec(8.0, 64.5, 0.0, 0.0), spec(112.0, 47.0, 0.0, 0.011)];
     let seeds = 7801..7811;
     let reached = seeds

@@ -87,10 +87,10 @@ impl ParityEncoder {
     /// and its parity to be taken with [`write_half`](Self::write_half)
     /// (both halves) before the next packet is added. While the path is
     /// `full`, a run goes on to [`PARITY_MAX_RUN`] packets: a parity there
-    /// takes the place of a data packet, and a flow that keeps the path
-    /// full is one that does not back off at its losses (BBR, or CUBIC
-    /// about to overflow the queue anyway), so a loss left to a repair
-    /// costs it less.
+    /// takes the place of a data packet. A flow keeps a lossy path that
+    /// full only where it does not back off at the path's losses (BBR) or
+    /// at the top of its cycle, about to overflow the queue (CUBIC): a loss
+    /// left to a repair costs it less than the parity.
     pub fn add(&mut self, now: Instant, path_seq: Seq, plaintext: &[u8], full: bool) -> bool {
         if self.run == 0 {
             return false;
