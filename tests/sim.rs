@@ -1965,6 +1965,52 @@ fn a_flow_keeps_its_round_trip_and_its_repairs_while_a_far_path_is_cut() {
 }
 
 #[test]
+fn a_flow_back_on_its_big_near_path_after_a_cut_is_not_held_for_a_far_one() {
+    // Lab sweep seed 10957, #13: a clean 317 Mbit/s path 8 ms away, cut
+    // from 3 to 5.5 s, beside a clean 91 Mbit/s one 25.5 ms away and a
+    // 54 Mbit/s one losing 1.9%, set aside. Cut, the flow's window fell
+    // to what the 91 carries (1780 packets to 559 in the lab); back, held
+    // for the 91's delay, it made 190-230 Mbit/s to the end of the run,
+    // CUBIC regrowing its window over seconds. On the near path alone
+    // that window fills it.
+    let paths = [
+        spec(54.0, 39.5, 1.5, 0.019),
+        spec(91.0, 25.5, 0.0, 0.0),
+        spec(317.0, 8.0, 3.0, 0.0),
+    ];
+    let mut after = Vec::new();
+    for seed in 4401..=4406 {
+        let mut sim = Sim::window(seed, &paths, 10.0);
+        sim.changes = vec![(3.0, Change::Cut(2)), (5.5, Change::Restore(2))];
+        let r = run("big near path cut and back", sim);
+        after.push(r.mbps(6.5, 10.0));
+        let back: Vec<String> = (11..20)
+            .map(|half| {
+                format!(
+                    "{:.0}",
+                    r.mbps(f64::from(half) / 2.0, f64::from(half + 1) / 2.0)
+                )
+            })
+            .collect();
+        eprintln!(
+            "seed {seed}: {:.1} Mbit/s before the cut, {:.1} once the big path is back (by half second: {})",
+            r.mbps(1.0, 3.0),
+            after[after.len() - 1],
+            back.join(" ")
+        );
+    }
+    let alone =
+        path_alone_window(1, paths[2], 10.0, &[], Baseline::WireGuard, Cc::Cubic).mbps(1.0, 10.0);
+    // Without: 221-268 Mbit/s once it is back, 235 on average, against
+    // 304 over the big path alone.
+    let mean = after.iter().sum::<f64>() / after.len() as f64;
+    assert!(
+        mean >= 0.9 * alone,
+        "{mean:.1} Mbit/s on average once the big path is back, {alone:.1} over it alone"
+    );
+}
+
+#[test]
 fn a_path_set_aside_for_its_loss_carries_the_flow_while_the_clean_big_one_is_cut() {
     // Lab sweep seed 8167, #10: a lossy 60 Mbit/s path, set aside beside
     // a clean 141 Mbit/s one, stayed aside while the big path was cut for

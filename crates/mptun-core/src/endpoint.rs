@@ -983,7 +983,7 @@ impl Endpoint {
             .paths
             .charge(now, path, seq, len, sent.repair, sent.could_take);
         if sent.held && !sent.repair {
-            self.paths.note_held_sent(now);
+            self.paths.note_held_sent(now, path, len);
         }
         Trailer {
             seq,

@@ -103,6 +103,14 @@ const FIRST_FLIGHTS: Duration = Duration::from_secs(1);
 /// window for. Where the paths left are clean, the flow is better off
 /// with their shorter round trip at once.
 const OUTAGE_SPREAD_MEMORY: Duration = Duration::from_secs(5);
+/// How long after a path comes back from an outage under a TCP flow the
+/// flow's window counts as sized for the paths it had meanwhile (see
+/// [`PathTable::left_while_regrowing`]): about the time CUBIC takes to
+/// grow back to the window it had before the losses of the outage.
+const REGROWTH: Duration = Duration::from_secs(5);
+/// Span over which the rate of held TCP segments sent is measured (see
+/// [`PathTable::note_held_sent`]).
+const HELD_RATE_SPAN: Duration = Duration::from_millis(100);
 /// How much more than the share that keeps a path among TCP's a path must
 /// have to join them where it raises how long TCP is held (see
 /// [`PathTable::tcp_paths`]).
@@ -163,6 +171,17 @@ pub(crate) struct PathTable {
     /// When we last sent a TCP segment the peer holds, not as a repair: a
     /// TCP flow is under way while that is recent.
     held_sent_at: Option<Instant>,
+    /// Bytes of such segments sent since the span that began at the
+    /// instant, and the rate over the last whole span, bytes per second.
+    held_span: Option<(Instant, u64)>,
+    held_rate: Option<f64>,
+    /// When a path that carried a TCP flow until it went down came back
+    /// while the flow was still under way; `None` once the flow has
+    /// outgrown the nearest paths (see
+    /// [`left_while_regrowing`](Self::left_while_regrowing)).
+    back_under_flow_at: Option<Instant>,
+    /// The far paths TCP does without while its window regrows.
+    regrowth_left: PathSet,
 }
 
 impl PathTable {
@@ -175,6 +194,10 @@ impl PathTable {
             peer_spread_paths: PathSet::default(),
             peer_spread_sent_us: None,
             held_sent_at: None,
+            held_span: None,
+            held_rate: None,
+            back_under_flow_at: None,
+            regrowth_left: PathSet::default(),
         }
     }
 
@@ -360,10 +383,11 @@ impl PathTable {
         let least_us = least.as_micros() as f64;
         let base_min = base_min(&self.paths);
         let above = |id: PathId| self.paths[id.index()].base_above(base_min);
-        let held_us = self.tcp_spread_us(now);
+        // As the flow measured it, with the paths it does without while
+        // its window regrows (see `left_while_regrowing`).
+        let held_us = self.tcp_spread_us(now, PathSet::default());
         let flow_base_us = self
-            .held_sent_at
-            .is_some_and(|at| now.saturating_duration_since(at) < TCP_SPREAD_MEMORY)
+            .tcp_under_way(now)
             .then(|| self.least_base_round_trip())
             .flatten()
             .map(|rtt| rtt.as_micros() as f64);
@@ -403,21 +427,113 @@ impl PathTable {
     /// leaves the hold only once TCP kept off it a while, and a path whose
     /// measured capacity wavers about the limit stays in it. A path TCP
     /// took until it went down stays in it for [`OUTAGE_SPREAD_MEMORY`]
-    /// while a lossy path is up.
+    /// while a lossy path is up. The far paths a flow does without while
+    /// it regrows its window after an outage are in neither (see
+    /// [`left_while_regrowing`](Self::left_while_regrowing)).
     pub fn tcp_and_spread_paths(&mut self, now: Instant, usable: PathSet) -> (PathSet, PathSet) {
-        let tcp = self.tcp_paths(now, usable);
+        let all = self.tcp_paths(now, usable);
         let lossy_up = self.lossy_path_up();
-        let mut spread = PathSet::default();
         for (i, p) in self.paths.iter_mut().enumerate() {
-            let id = PathId(i as u8);
-            if tcp.contains(id) {
+            if all.contains(PathId(i as u8)) {
                 p.takes_tcp_at = Some(now);
             }
-            if in_tcp_spread(p, now, usable.contains(id), lossy_up) {
+        }
+        self.regrowth_left = self.left_while_regrowing(now, all, lossy_up);
+        let out_of_hold = self.out_of_hold(now);
+        let mut tcp = PathSet::default();
+        let mut spread = PathSet::default();
+        for (id, p) in self.iter() {
+            if all.contains(id) && !self.regrowth_left.contains(id) {
+                tcp.insert(id);
+            }
+            if in_tcp_spread(p, now, usable.contains(id), lossy_up) && !out_of_hold.contains(id) {
                 spread.insert(id);
             }
         }
         (tcp, spread)
+    }
+
+    /// Return the paths a regrowing flow does without that no longer
+    /// carry any of it: once the segments sent there have arrived, the
+    /// peer holds the others no longer for them (held for less, the last
+    /// of them would come past their gap's wait).
+    fn out_of_hold(&self, now: Instant) -> PathSet {
+        let mut out = PathSet::default();
+        for id in self.regrowth_left.iter() {
+            if !self.paths[id.index()].flow_in_flight(now) {
+                out.insert(id);
+            }
+        }
+        out
+    }
+
+    /// Return the far paths of `tcp` a flow regrowing its window after an
+    /// outage does without. Its window was sized for the paths it had
+    /// meanwhile; once a path is back, CUBIC grows it back in seconds, not
+    /// round trips, and every segment held for a far path's delay makes
+    /// that window carry less. A flow carries its window over a set of
+    /// paths at their capacity or at the window over their round trip,
+    /// whichever is less: the nearest paths that carry most so, with the
+    /// window now, take it, and a farther one joins once the window would
+    /// queue the nearer ones by its delay above theirs (adding it loses
+    /// nothing then), or once one of them is full. Not while a lossy path
+    /// is up: its repairs need the farther paths' hold to come in time.
+    fn left_while_regrowing(&mut self, now: Instant, tcp: PathSet, lossy_up: bool) -> PathSet {
+        let none = PathSet::default();
+        let Some(back) = self.back_under_flow_at else {
+            return none;
+        };
+        if now.saturating_duration_since(back) >= REGROWTH || !self.tcp_under_way(now) {
+            self.back_under_flow_at = None;
+            return none;
+        }
+        // The flow's round trip: the least of the paths that carry it (a
+        // path just back has the one it had before the outage), and the
+        // hold.
+        let carrying = self
+            .paths
+            .iter()
+            .filter(|p| p.state() == PathState::Up && p.carried_flow_lately(now))
+            .filter_map(|p| p.rtt.srtt_us())
+            .min_by(f64::total_cmp);
+        let (false, Some(rate), Some(round_trip_us), Some(base_round_trip)) = (
+            lossy_up,
+            self.held_rate,
+            carrying,
+            self.least_base_round_trip(),
+        ) else {
+            return none;
+        };
+        // Bytes: what the flow has under way.
+        let held_us = self.tcp_spread_us(now, self.out_of_hold(now));
+        let window = rate * (round_trip_us + held_us) / 1e6;
+        let base_min = base_min(&self.paths);
+        let mut nearest: Vec<PathId> = tcp.iter().collect();
+        nearest.sort_by(|&a, &b| {
+            let above = |id: PathId| self.paths[id.index()].base_above(base_min);
+            above(a).total_cmp(&above(b))
+        });
+        let (mut capacity, mut best, mut take) = (0.0, 0.0, nearest.len());
+        for (k, &id) in nearest.iter().enumerate() {
+            let p = &self.paths[id.index()];
+            capacity += p.delivery.capacity_or_trains();
+            let pipe = base_round_trip.as_secs_f64() + p.base_above(base_min) / 1e6;
+            let carries = f64::min(capacity, window / pipe);
+            if carries >= best {
+                (best, take) = (carries, k + 1);
+            }
+        }
+        let nearer_full = nearest[..take].iter().any(|&id| self.full(now, id));
+        if take == nearest.len() || nearer_full {
+            // Outgrown: the far paths are back for good.
+            self.back_under_flow_at = None;
+            return none;
+        }
+        let mut left = PathSet::default();
+        for &id in &nearest[take..] {
+            left.insert(id);
+        }
+        left
     }
 
     /// Return the usable paths other than `lost_on` that lose nothing; all
@@ -673,6 +789,7 @@ impl PathTable {
             .get(i)
             .is_some_and(|p| p.state() == PathState::Down);
         let lossy_up = was_down && self.lossy_path_up();
+        let tcp_under_way = self.tcp_under_way(now);
         let Some(p) = self.paths.get_mut(i) else {
             return;
         };
@@ -703,6 +820,9 @@ impl PathTable {
         {
             if p.state() == PathState::Down {
                 p.delivery.resume_at(p.next_path_seq);
+                if p.carried_flow_until_down() && tcp_under_way {
+                    self.back_under_flow_at = Some(now);
+                }
                 // Still in the flow's round trip: back in the hold's
                 // memory from now, as if TCP had just left it.
                 if lossy_up && lost_taking_tcp(p, now) {
@@ -1080,7 +1200,7 @@ impl PathTable {
     pub fn repair_useful_us(&self, now: Instant) -> Option<f64> {
         let round_trip = self.least_round_trip()?;
         let base = self.least_base_round_trip()?;
-        let spread = Duration::from_micros(self.tcp_spread_us(now) as u64);
+        let spread = Duration::from_micros(self.tcp_spread_us(now, self.out_of_hold(now)) as u64);
         let waited = repair_of_use_within(spread, base);
         Some(waited.saturating_sub(round_trip).as_secs_f64() * 1e6)
     }
@@ -1113,7 +1233,7 @@ impl PathTable {
             return true;
         };
         let base_min = base_min(&self.paths);
-        let spread = Duration::from_micros(self.tcp_spread_us(now) as u64);
+        let spread = Duration::from_micros(self.tcp_spread_us(now, self.out_of_hold(now)) as u64);
         let shows = Duration::from_micros(self.paths[i].base_above(base_min) as u64);
         if round_trip + shows <= spread + REPAIR_PATIENCE_MARGIN {
             return true;
@@ -1141,12 +1261,13 @@ impl PathTable {
 
     /// Return the [spread](Self::spread_us) of the paths that are up and
     /// TCP took lately, or that went down taking it while a lossy one is
-    /// up: how long the peer holds a TCP segment that came the nearest way.
-    fn tcp_spread_us(&self, now: Instant) -> f64 {
+    /// up, but those in `left`: how long the peer holds a TCP segment that
+    /// came the nearest way.
+    fn tcp_spread_us(&self, now: Instant, left: PathSet) -> f64 {
         let lossy_up = self.lossy_path_up();
         let mut took = PathSet::default();
         for (id, p) in self.iter() {
-            if in_tcp_spread(p, now, p.state() == PathState::Up, lossy_up) {
+            if !left.contains(id) && in_tcp_spread(p, now, p.state() == PathState::Up, lossy_up) {
                 took.insert(id);
             }
         }
@@ -1164,10 +1285,32 @@ impl PathTable {
             .map(|us| Duration::from_micros(us.max(0) as u64))
     }
 
+    /// Return whether a TCP flow is under way: a segment the peer holds
+    /// was sent within [`TCP_SPREAD_MEMORY`].
+    fn tcp_under_way(&self, now: Instant) -> bool {
+        self.held_sent_at
+            .is_some_and(|at| now.saturating_duration_since(at) < TCP_SPREAD_MEMORY)
+    }
+
     /// Note that a TCP segment the peer holds was sent at `now`, not as a
     /// repair (see [`tcp_paths`](Self::tcp_paths)).
-    pub fn note_held_sent(&mut self, now: Instant) {
+    pub fn note_held_sent(&mut self, now: Instant, path: PathId, len: usize) {
         self.held_sent_at = Some(now);
+        if let Some(p) = self.paths.get_mut(path.index()) {
+            p.last_held_sent = Some(now);
+        }
+        let len = len as u64;
+        self.held_span = Some(match self.held_span {
+            Some((start, bytes)) if now.saturating_duration_since(start) < HELD_RATE_SPAN => {
+                (start, bytes.saturating_add(len))
+            }
+            Some((start, bytes)) => {
+                let secs = now.saturating_duration_since(start).as_secs_f64();
+                self.held_rate = Some(bytes as f64 / secs);
+                (now, len)
+            }
+            None => (now, len),
+        });
     }
 
     /// Return the paths to send a NACK on: the two with the shortest round

@@ -279,6 +279,9 @@ pub(crate) struct Path {
     /// The paths that packet could have taken.
     pub last_sent_could_take: PathSet,
     pub last_data_sent: Option<Instant>,
+    /// When a TCP segment the peer holds last went onto the path, not as
+    /// a repair: the path carried a flow's window then.
+    pub last_held_sent: Option<Instant>,
     /// When anything of ours that queues at the bottleneck (data, a
     /// repair, a parity half) last went onto the path.
     last_sent: Option<Instant>,
@@ -311,6 +314,7 @@ impl Default for Path {
             last_seq_sent: None,
             last_sent_could_take: PathSet::default(),
             last_data_sent: None,
+            last_held_sent: None,
             last_sent: None,
             busy_since: None,
             last_data_received: None,
@@ -387,6 +391,33 @@ impl Path {
     pub fn queue_ours(&mut self, now: Instant, len: usize) {
         self.add_to_queue(now, len);
         self.last_sent = Some(now);
+    }
+
+    /// Whether the path, down, carried a TCP flow's segments until it
+    /// fell silent: the flow lost the window it had there.
+    pub fn carried_flow_until_down(&self) -> bool {
+        self.last_held_sent
+            .zip(self.liveness.down_since())
+            .is_some_and(|(held, down)| {
+                down.saturating_duration_since(held) <= DOWN_AFTER_MAX + BUSY_WINDOW
+            })
+    }
+
+    /// Whether the path carried a TCP flow's segments lately.
+    pub fn carried_flow_lately(&self, now: Instant) -> bool {
+        self.last_held_sent
+            .is_some_and(|t| now.saturating_duration_since(t) < BUSY_WINDOW)
+    }
+
+    /// Whether a TCP flow's segments sent on the path may still be on
+    /// their way: one went out within its round trip.
+    pub fn flow_in_flight(&self, now: Instant) -> bool {
+        let round_trip = self
+            .rtt
+            .srtt_us()
+            .map_or(DOWN_AFTER_MAX, |us| Duration::from_micros(us as u64));
+        self.last_held_sent
+            .is_some_and(|t| now.saturating_duration_since(t) < round_trip)
     }
 
     /// Whether the path carried our data lately.
