@@ -490,12 +490,7 @@ impl PathTable {
         // The flow's round trip: the least of the paths that carry it (a
         // path just back has the one it had before the outage), and the
         // hold.
-        let carrying = self
-            .paths
-            .iter()
-            .filter(|p| p.state() == PathState::Up && p.carried_flow_lately(now))
-            .filter_map(|p| p.rtt.srtt_us())
-            .min_by(f64::total_cmp);
+        let carrying = self.least_srtt_us_where(|p| p.carried_flow_lately(now));
         let (false, Some(rate), Some(round_trip_us), Some(base_round_trip)) = (
             lossy_up,
             self.held_rate,
@@ -1209,12 +1204,18 @@ impl PathTable {
     /// if one is measured: the soonest a NACK and its repair can go there
     /// and back.
     pub fn least_round_trip(&self) -> Option<Duration> {
+        self.least_srtt_us_where(|_| true)
+            .map(|us| Duration::from_micros(us as u64))
+    }
+
+    /// Return the least smoothed round trip, µs, among the paths that are
+    /// up and `keep` accepts, if one is measured.
+    fn least_srtt_us_where(&self, keep: impl Fn(&Path) -> bool) -> Option<f64> {
         self.paths
             .iter()
-            .filter(|p| p.state() == PathState::Up)
+            .filter(|p| p.state() == PathState::Up && keep(p))
             .filter_map(|p| p.rtt.srtt_us())
             .min_by(f64::total_cmp)
-            .map(|us| Duration::from_micros(us as u64))
     }
 
     /// Return whether the repair of a loss of our data on path `i` can
