@@ -87,6 +87,15 @@ const FIRST_FLIGHTS_PARITY_SHARE: f64 = 1.0 / 3.0;
 /// Share of the other usable paths' capacity together below which a
 /// path carries no TCP (see [`PathTable::tcp_paths`]).
 const TCP_SMALL_SHARE: f64 = 0.1;
+/// The same share for a path that is nearer than the farthest of the big
+/// ones by at least twice its jitter, but by no more than
+/// [`TCP_SMALL_NEAR_GAP_US`] (see [`PathTable::tcp_paths`]).
+const TCP_SMALL_NEAR_SHARE: f64 = 0.05;
+/// How much nearer than the farthest big path a small one may be and still
+/// count at [`TCP_SMALL_NEAR_SHARE`]: the flow fills the nearest path
+/// first, until its queue is as deep as the difference, and a small
+/// path's buffer holds tens of milliseconds.
+const TCP_SMALL_NEAR_GAP_US: f64 = 15_000.0;
 /// How long a path TCP kept off still counts for how long the peer holds
 /// TCP segments (see [`PathTable::tcp_and_spread_paths`]).
 const TCP_SPREAD_MEMORY: Duration = Duration::from_secs(2);
@@ -341,6 +350,15 @@ impl PathTable {
     /// sum: that costs less, over the simulated sweep, than a small path
     /// taken. All of `usable` if every path is small.
     ///
+    /// A small path nearer than the farthest big one by at least twice
+    /// its jitter costs the flow no round trip: the peer holds what it
+    /// carries for the far path anyway, and its jitter does not bring it
+    /// past them. It takes TCP from [`TCP_SMALL_NEAR_SHARE`] of the
+    /// others, unless it is known lossy (each of its losses stalls the
+    /// flow for a repair) or nearer by more than [`TCP_SMALL_NEAR_GAP_US`].
+    /// Beside one big path, the few percent it adds are what the tunnel's
+    /// own bytes cost the flow against TCP over that path with no tunnel.
+    ///
     /// A path beyond the farthest of the others raises the flow's round
     /// trip by its delay above theirs, and has to carry more for it: the
     /// share it needs grows as the square root of the round trip's rise.
@@ -377,12 +395,36 @@ impl PathTable {
         if big == PathSet::default() {
             return usable;
         }
+        let base_min = base_min(&self.paths);
+        let above = |id: PathId| self.paths[id.index()].base_above(base_min);
+        let farthest_big = big.iter().map(above).fold(0.0, f64::max);
+        let mut small_near = PathSet::default();
+        for id in usable.iter().filter(|&id| !big.contains(id)) {
+            let p = &self.paths[id.index()];
+            let gap = farthest_big - above(id);
+            let (own, others) = carries(id);
+            if gap <= TCP_SMALL_NEAR_GAP_US
+                && p.idle_jitter.get().is_some_and(|j| 2.0 * j <= gap)
+                && !(loss_known(p) && p.delivery.loss() > LOSS_CLEAN)
+                && own >= TCP_SMALL_NEAR_SHARE * others
+            {
+                small_near.insert(id);
+            }
+        }
+        for id in small_near.iter() {
+            big.insert(id);
+        }
+        let share = |id: PathId| {
+            if small_near.contains(id) {
+                TCP_SMALL_NEAR_SHARE
+            } else {
+                TCP_SMALL_SHARE
+            }
+        };
         let Some(least) = self.least_round_trip() else {
             return big;
         };
         let least_us = least.as_micros() as f64;
-        let base_min = base_min(&self.paths);
-        let above = |id: PathId| self.paths[id.index()].base_above(base_min);
         // As the flow measured it, with the paths it does without while
         // its window regrows (see `left_while_regrowing`).
         let held_us = self.tcp_spread_us(now, PathSet::default());
@@ -408,7 +450,7 @@ impl PathTable {
             let too_far = raises_hold
                 && flow_base_us
                     .is_some_and(|base| base + above(id) > TCP_JOIN_MAX_RISE * (base + held_us));
-            if !too_far && own >= joins * TCP_SMALL_SHARE * rise.max(1.0).sqrt() * others {
+            if !too_far && own >= joins * share(id) * rise.max(1.0).sqrt() * others {
                 set.insert(id);
             }
         }
