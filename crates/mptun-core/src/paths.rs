@@ -405,7 +405,7 @@ impl PathTable {
             let (own, others) = carries(id);
             if gap <= TCP_SMALL_NEAR_GAP_US
                 && p.idle_jitter.get().is_some_and(|j| 2.0 * j <= gap)
-                && !(loss_known(p) && p.delivery.loss() > LOSS_CLEAN)
+                && !known_lossy(p)
                 && own >= TCP_SMALL_NEAR_SHARE * others
             {
                 small_near.insert(id);
@@ -1299,7 +1299,7 @@ impl PathTable {
     fn lossy_path_up(&self) -> bool {
         self.paths
             .iter()
-            .any(|p| p.state() == PathState::Up && loss_known(p) && p.delivery.loss() > LOSS_CLEAN)
+            .any(|p| p.state() == PathState::Up && known_lossy(p))
     }
 
     /// Return the [spread](Self::spread_us) of the paths that are up and
@@ -1457,6 +1457,11 @@ fn known_clean(p: &Path) -> bool {
     let (any_loss, any_packets) = p.delivery.any_loss();
     (p.delivery.loss() < LOSS_CLEAN && p.delivery.judged_packets() >= LOSS_MIN_PACKETS)
         || (any_loss < LOSS_CLEAN && any_packets >= LOSS_MIN_PACKETS)
+}
+
+/// Whether `p`'s loss is known, and more than a clean path's.
+fn known_lossy(p: &Path) -> bool {
+    loss_known(p) && p.delivery.loss() > LOSS_CLEAN
 }
 
 /// Return whether `p`'s loss is known: judged over enough packets, or over
