@@ -2673,9 +2673,7 @@ fn a_small_steady_path_nearer_than_the_big_one_adds_to_it() {
     // big path on most seeds, and about 0.98 on the big path alone. Some
     // seeds overflow the small path and gain little, hence the mean.
     let paths = [spec(18.0, 46.5, 2.5, 0.0), spec(286.0, 54.0, 0.0, 0.0)];
-    let seeds = 4501..4513;
-    let ratios: Vec<f64> = seeds
-        .clone()
+    let ratios: Vec<f64> = (4501..4513)
         .map(|seed| {
             let (all, alone) =
                 flow_and_best_path("small near, big far", seed, &paths, 1, 3.0, 10.0, Cc::Cubic);
