@@ -622,8 +622,11 @@ impl PathTable {
 
     /// Return how many data packets `path` carries per parity (see
     /// [`crate::parity`]): `None` while it loses no more than a clean path.
-    /// Before its loss is known (neither over the spans judged nor, less a
-    /// queue's drops, over every span), a path gets
+    /// Its loss known over every span, less a queue's drops, but not yet
+    /// over the spans judged (a flow in slow start queues every path), it
+    /// gets what that loss calls for: [`judge_loss`](Self::judge_loss)
+    /// keeps it up on what the parity would rebuild.
+    /// Before its loss is known either way, a path gets
     /// [`parity::UNKNOWN_LOSS_RUN`] where its repairs would come late, and
     /// where they would come in time, in its [`FIRST_FLIGHTS`] if it has
     /// [`FIRST_FLIGHTS_PARITY_SHARE`] of the capacity. A flow's first
@@ -637,7 +640,7 @@ impl PathTable {
         if !loss_known(p) {
             let (random, over) = p.delivery.random_loss();
             if loss_known_over(random, over) {
-                return None;
+                return parity::run_for_loss(random, LOSS_CLEAN);
             }
             let first_flights = p.busy(now)
                 && p.busy_since

@@ -1258,6 +1258,30 @@ fn a_small_near_path_of_unknown_loss_carries_no_parity_in_its_first_flights() {
 }
 
 #[test]
+fn a_path_whose_loss_is_known_only_over_every_span_carries_the_parity_it_calls_for() {
+    // A flow in slow start queues every path it uses, and its spans there
+    // are not judged: the loss over every span, less the queue's drops, is
+    // what is known of the path. That is the loss the path is judged by
+    // (set aside or kept), taking the parity it calls for to rebuild most
+    // of it, so the path has to carry that parity.
+    let mut pair = Pair::new(&[1, 1]);
+    pair.run(0, 1000);
+    let now = pair.at(1000);
+    for (i, random) in [(0, 0.018), (1, 0.0005)] {
+        let path = pair.a.paths.path_mut(PathId(i));
+        path.delivery.set_random_loss_over(random, 1500);
+        path.delivery.set_loss_over(0.0, 0);
+    }
+    let paths = &pair.a.paths;
+    assert_eq!(
+        paths.parity_run(now, PathId(0)),
+        crate::parity::run_for_loss(0.018, crate::paths::LOSS_CLEAN)
+    );
+    assert!(paths.parity_run(now, PathId(0)).is_some());
+    assert_eq!(paths.parity_run(now, PathId(1)), None);
+}
+
+#[test]
 fn a_flight_s_last_packet_lost_is_repaired_in_time_once_its_path_s_probe_names_it() {
     // A TCP flow's first flights come a round trip apart. The loss of a
     // flight's last packet on a path would show only when the next
